@@ -1,0 +1,2 @@
+// ConfinedExecutor (owner: launch). Placeholder.
+export class ConfinedExecutor {}

@@ -1,0 +1,4 @@
+// confinedProfile (owner: launch). Placeholder.
+export function confinedProfile() {
+  throw new Error('not implemented');
+}

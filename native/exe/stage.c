@@ -1,0 +1,2 @@
+/* Placeholder for the in-sandbox launch stage. */
+int main(void) { return 125; }

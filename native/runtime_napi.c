@@ -1,0 +1,8 @@
+/* Placeholder: registers nothing yet. */
+#include "addon.h"
+
+bool confined_runtime_init(napi_env env, napi_value exports) {
+  (void)env;
+  (void)exports;
+  return true;
+}
