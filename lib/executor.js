@@ -1,2 +1,251 @@
-// ConfinedExecutor (owner: launch). Placeholder.
-export class ConfinedExecutor {}
+// ConfinedExecutor: one bounded node program against read-only snapshots, decided in the order
+// of the spec's failure semantics, reported as a frozen result.
+import { createHash } from 'node:crypto';
+import diagnostics from 'node:diagnostics_channel';
+import path from 'node:path';
+import { executorArgv, stageArgv } from './bwrap.js';
+import { collect, limitsMatch, parseControl, parseStatus } from './collect.js';
+import { EXECUTOR_CHANNEL, REFUSAL_EXIT_CODE } from './constants.js';
+import { deepFreeze } from './freeze.js';
+import { signalName } from './signals.js';
+import { hostLaunchers, hostProblem } from './host.js';
+import { spawnLauncher, STAGING_DIR } from './launch.js';
+import * as namespace from './namespace.js';
+import { activeProfile, executorFilter, instantiatePreload } from './profile.js';
+import { verifyRuntime } from './runtime.js';
+import { validateExecutorOptions, validateRunRequest } from './validate.js';
+
+const channel = diagnostics.channel(EXECUTOR_CHANNEL);
+
+function publish(event, payload) {
+  if (channel.hasSubscribers) channel.publish(deepFreeze({ event, ...payload }));
+}
+
+function sha256(text) {
+  return 'sha256:' + createHash('sha256').update(text).digest('hex');
+}
+
+function notStarted(reason, message, namespaceDisposition = null) {
+  return deepFreeze({ status: 'not-started', reason, message, namespace: namespaceDisposition });
+}
+
+/** The parts of a namespace that are bound into the sandbox, read-only and noexec. */
+const BOUND_PARTS = ['program', 'input', 'home', 'launch'];
+
+export class ConfinedExecutor {
+  #options;
+
+  constructor(options) {
+    // Touches nothing: the root is checked on every run.
+    this.#options = validateExecutorOptions(options);
+  }
+
+  run(request, signal) {
+    // Invariant 1: validation throws synchronously, before anything is touched.
+    const req = validateRunRequest(request, signal);
+    return this.#run(req, signal);
+  }
+
+  async #run(req, signal) {
+    const { root, maxRetained } = this.#options;
+    if (signal?.aborted) return notStarted('aborted', 'the signal was aborted before the run');
+    const problem = hostProblem();
+    if (problem) return notStarted('unsupported-host', problem);
+    const profile = activeProfile();
+    if (req.profile !== profile.digest)
+      return notStarted('profile-mismatch', `profile digest ${req.profile} is not ${profile.digest}`);
+    const runtime = verifyRuntime(req.runtime);
+    if (!runtime.ok) return notStarted('runtime-mismatch', runtime.problem);
+
+    const rootProblem = namespace.checkRoot(root);
+    if (rootProblem) return notStarted('setup-failed', `executor root refused: ${rootProblem}`);
+    const retained = namespace.countEntries(root);
+    publish('counted', { root, retained });
+    if (retained >= maxRetained)
+      return notStarted(
+        'retained-limit',
+        `${retained} entries in ${root} reach maxRetained ${maxRetained}; leftovers are never reclaimed automatically`,
+      );
+    const slot = namespace.claimSlot(root, maxRetained);
+    if (slot === null)
+      return notStarted(
+        'retained-limit',
+        `every slot is taken in ${root}; leftovers are never reclaimed automatically`,
+      );
+
+    const canary = path.join(slot, 'canary', 'canary');
+    const preload = instantiatePreload(profile.parts.preload, canary);
+    const made = namespace.materialise(slot, {
+      program: req.program.files,
+      input: req.input.files,
+      home: [],
+      launch: [{ path: 'preload.cjs', content: Buffer.from(preload) }],
+      canary: [{ path: 'canary', content: Buffer.from('confined canary\n') }],
+    });
+    if (!made.ok) {
+      const disposition = namespace.remove(made.manifest);
+      return notStarted('setup-failed', `namespace setup failed: ${made.problem}`, disposition);
+    }
+    const manifest = made.manifest;
+    publish('materialised', { namespace: slot });
+
+    // Launch plan, built before the final check so nothing but the check and the spawn sit
+    // between them.
+    const tools = profile.parts.tools;
+    const stage = stageArgv(tools.stage, {
+      limits: { cpuSeconds: req.cpuSeconds, descriptors: req.maxDescriptors, coreBlocks: 0, fileBlocks: 0 },
+      keepControl: true,
+      env: {
+        LC_ALL: 'C',
+        TZ: 'UTC',
+        HOME: path.join(slot, 'home'),
+        TMPDIR: path.join(slot, 'home'),
+        OPENSSL_CONF: '/dev/null',
+      },
+      file: runtime.identity.node.path,
+      args: [
+        '--require',
+        path.join(slot, 'launch', 'preload.cjs'),
+        path.join(slot, 'program', req.program.entry),
+        ...req.program.args,
+      ],
+    });
+    const bindFiles = runtime.identity.files.filter((f) => f.path !== tools.bwrap);
+    let argv = executorArgv({
+      bwrap: tools.bwrap,
+      runtime: { files: bindFiles, aliases: runtime.identity.aliases },
+      binds: BOUND_PARTS.map((p) => ({ source: `${STAGING_DIR}/${p}`, target: path.join(slot, p) })),
+      cwd: path.join(slot, 'input'),
+      stage,
+    });
+    if (profile.patched && profile.patch.argv) argv = profile.patch.argv(argv);
+    const filter = executorFilter();
+    const mounts = BOUND_PARTS.map((p) => ({
+      source: path.join(slot, p),
+      target: `${STAGING_DIR}/${p}`,
+      readonly: true,
+      noexec: true,
+    }));
+    const instantiatedText = JSON.stringify({ argv, seccomp: filter.toString('base64'), preload });
+    const identities = {
+      program: { digest: req.program.digest, entry: req.program.entry, args: req.program.args },
+      input: { digest: req.input.digest },
+      runtime: req.runtime,
+      profile: { name: profile.parts.name, digest: profile.digest, instantiated: sha256(instantiatedText) },
+      bounds: {
+        timeoutMs: req.timeoutMs,
+        maxOutputBytes: req.maxOutputBytes,
+        cpuSeconds: req.cpuSeconds,
+        maxDescriptors: req.maxDescriptors,
+      },
+    };
+
+    // Invariant 4: verified immediately before the synchronous spawn, no await in between.
+    const mismatch = namespace.verify(manifest);
+    if (mismatch)
+      return notStarted('snapshot-mismatch', `namespace changed before launch: ${mismatch}`, {
+        state: 'quarantined',
+        path: slot,
+        reason: mismatch,
+      });
+    if (signal?.aborted)
+      return notStarted('aborted', 'the signal was aborted before launch', namespace.remove(manifest));
+    let proc;
+    const startedAt = performance.now();
+    try {
+      proc = spawnLauncher({ file: argv[0], argv, mounts, filter });
+    } catch (err) {
+      return notStarted('setup-failed', `spawn failed: ${err.message}`, namespace.remove(manifest));
+    }
+    publish('launched', { namespace: slot, pid: proc.pid, profile: instantiatedText });
+
+    const facts = await collect(proc, {
+      request: req,
+      signal,
+      startedAt,
+      hooks: { onAdmitted: () => publish('admitted', { namespace: slot, pid: proc.pid }) },
+    });
+    return this.#conclude({ req, slot, manifest, proc, facts, identities });
+  }
+
+  #conclude({ req, slot, manifest, proc, facts, identities }) {
+    const problems = [];
+    const parsed = facts.controlOverflow ? null : parseControl(facts.control);
+    const status = parseStatus(facts.statusText);
+    const limits = parsed?.limits ?? null;
+
+    let exit = null;
+    let resources = null;
+    if (facts.reaped) {
+      if (status) {
+        exit = status.exit;
+        resources = status.resources;
+      } else if (facts.killSent) {
+        // The launcher died by our SIGKILL; its death killed every process of the pid
+        // namespace with SIGKILL, the program included.
+        exit = { code: null, signal: 'SIGKILL' };
+      } else {
+        const l = facts.launcherExit;
+        exit = { code: l.code, signal: l.signal === null ? null : signalOf(l.signal) };
+      }
+    }
+
+    let admission;
+    if (!parsed) admission = 'malformed';
+    else if (parsed.admitted) admission = 'admitted';
+    else if (exit?.code === REFUSAL_EXIT_CODE) admission = 'refused';
+    else admission = 'absent';
+
+    if (admission !== 'admitted') problems.push(`admission ${admission}: the program ${admission === 'malformed' ? 'start is unconfirmed' : 'never ran'}`);
+    if (limits && !limitsMatch(limits, req)) problems.push('limits-mismatch: measured limits differ from the request');
+    if (admission === 'admitted' && !facts.goSent && facts.stopped === null)
+      problems.push('lost contact: the go byte could not be sent');
+    if (facts.reaped && !status && admission === 'admitted' && !facts.killSent)
+      problems.push('lost contact: the program exit status was not reported');
+    if (!facts.reaped) problems.push('not reaped: the launcher was not confirmed gone');
+    if (!facts.pipesClosed) problems.push('pipes open: output pipes stayed open after exit');
+
+    const runtimeAfter = verifyRuntime(req.runtime);
+    if (!runtimeAfter.ok) problems.push(`runtime changed: ${runtimeAfter.problem}`);
+
+    let disposition;
+    const unresolved = !facts.reaped || !facts.pipesClosed;
+    if (unresolved) {
+      disposition = { state: 'quarantined', path: slot, reason: 'the process was not confirmed gone' };
+    } else {
+      disposition = namespace.remove(manifest);
+      if (disposition.state === 'quarantined') problems.push(`namespace changed: ${disposition.reason}`);
+    }
+    publish('collected', { namespace: slot });
+
+    const processFacts = {
+      pid: proc.pid,
+      admission,
+      limits,
+      exit,
+      pipesClosed: facts.pipesClosed,
+      stopped: facts.stopped,
+      killSent: facts.killSent,
+      stdout: facts.stdout,
+      stderr: facts.stderr,
+      outputBytes: facts.outputBytes,
+      durationMs: Math.round(facts.durationMs * 1000) / 1000,
+      resources,
+    };
+    const result = unresolved
+      ? { status: 'unresolved', problems, identities, process: processFacts, namespace: disposition }
+      : {
+          status: 'observed',
+          attributable: problems.length === 0,
+          problems,
+          identities,
+          process: processFacts,
+          namespace: disposition,
+        };
+    return deepFreeze(result);
+  }
+}
+
+function signalOf(n) {
+  return typeof n === 'string' ? n : signalName(n);
+}

@@ -1,4 +1,113 @@
-// confinedProfile (owner: launch). Placeholder.
+// The executor's confinement profile: everything that decides what confines a run, hashed into
+// confinedProfile().digest. Binaries (bwrap, the stage, node) belong to the runtime digest;
+// policy and constants belong here (design.md "Clarifications").
+import { createHash } from 'node:crypto';
+import { BWRAP_TEMPLATE } from './bwrap.js';
+import { CONFINED_ENVIRONMENT_KEYS, CONFINED_PROFILE, GO_BYTE, REFUSAL_EXIT_CODE } from './constants.js';
+import { deepFreeze } from './freeze.js';
+import { native, helperPath } from './native.js';
+
+/** The admission record the preload writes on fd 3. */
+export const ADMISSION_RECORD = 'sf-confined/1 admitted\n';
+
+/**
+ * The preload node runs (--require) before the program's entry. It proves one sandbox effect
+ * (the canary, a host file outside every bind, is unreadable), writes the admission record,
+ * closes the control channel so the program can never write or reopen it, then blocks on
+ * stdin for the go byte, which the host sends only after checking the measured limits. Any
+ * refusal exits REFUSAL_EXIT_CODE before the entry loads. @@CANARY@@ is replaced by a JSON
+ * string literal.
+ */
+export const PRELOAD_TEMPLATE = `'use strict';
+{
+  const fs = require('node:fs');
+  let unreadable = false;
+  try {
+    fs.readFileSync(@@CANARY@@);
+  } catch (error) {
+    unreadable = error.code === 'ENOENT' || error.code === 'EACCES' || error.code === 'EPERM';
+  }
+  if (!unreadable) process.exit(${REFUSAL_EXIT_CODE});
+  fs.writeSync(3, ${JSON.stringify(ADMISSION_RECORD)});
+  fs.closeSync(3);
+  const go = Buffer.alloc(1);
+  let n = 0;
+  for (;;) {
+    try {
+      n = fs.readSync(0, go, 0, 1, null);
+      break;
+    } catch (error) {
+      if (error.code !== 'EAGAIN' && error.code !== 'EINTR') process.exit(${REFUSAL_EXIT_CODE});
+    }
+  }
+  if (n !== 1 || go[0] !== ${GO_BYTE}) process.exit(${REFUSAL_EXIT_CODE});
+}
+`;
+
+export function instantiatePreload(template, canary) {
+  return template.replace('@@CANARY@@', JSON.stringify(canary));
+}
+
+/** Tool paths of the profile: what the host execs by absolute path. */
+export function toolPaths() {
+  return { bwrap: '/usr/bin/bwrap', stage: helperPath('stage') };
+}
+
+let cachedFilter = null;
+/** The executor's seccomp program (BPF bytes), built once per process. */
+export function executorFilter() {
+  if (!cachedFilter) cachedFilter = native.seccompFilter('executor');
+  return cachedFilter;
+}
+
+/** The profile's parts. Tests patch single parts (lib/testing.js) to prove each is covered. */
+export function profileParts() {
+  return {
+    name: CONFINED_PROFILE,
+    bwrapTemplate: BWRAP_TEMPLATE,
+    seccomp: executorFilter().toString('base64'),
+    preload: PRELOAD_TEMPLATE,
+    tools: toolPaths(),
+    environmentKeys: [...CONFINED_ENVIRONMENT_KEYS],
+  };
+}
+
+/** sha256 over a canonical JSON of the parts (keys in a fixed order). */
+export function profileDigest(parts) {
+  const canonical = JSON.stringify([
+    'confined-profile/1',
+    parts.name,
+    parts.bwrapTemplate,
+    parts.seccomp,
+    parts.preload,
+    [parts.tools.bwrap, parts.tools.stage],
+    parts.environmentKeys,
+  ]);
+  return 'sha256:' + createHash('sha256').update(canonical).digest('hex');
+}
+
+// The active profile. Production code never changes it; lib/testing.js (not exported by the
+// package) can patch it to prove that broken profiles never run a program.
+let active = null;
+
+export function activeProfile() {
+  if (!active) {
+    const parts = profileParts();
+    active = deepFreeze({ parts, digest: profileDigest(parts), patched: false });
+  }
+  return active;
+}
+
+export function setActiveProfileForTesting(patch) {
+  if (patch === null) {
+    active = null;
+    return;
+  }
+  const parts = { ...profileParts(), ...patch.parts };
+  active = { parts, digest: profileDigest(parts), patched: true, patch };
+}
+
 export function confinedProfile() {
-  throw new Error('not implemented');
+  const { parts, digest } = activeProfile();
+  return deepFreeze({ name: parts.name, digest });
 }

@@ -9,13 +9,13 @@
 
 /* Evaluates a napi call; on failure throws (unless an exception is already pending)
  * and returns NULL from the calling glue function. */
-#define NAPI_CALL(env, call)                                                             \
-  do {                                                                                   \
-    napi_status status_ = (call);                                                        \
-    if (status_ != napi_ok) {                                                            \
-      confined_throw_last_error((env), #call);                                           \
-      return NULL;                                                                       \
-    }                                                                                    \
+#define NAPI_CALL(env, call)                                                                       \
+  do {                                                                                             \
+    napi_status status_ = (call);                                                                  \
+    if (status_ != napi_ok) {                                                                      \
+      confined_throw_last_error((env), #call);                                                     \
+      return NULL;                                                                                 \
+    }                                                                                              \
   } while (0)
 
 /* Throws a TypeError/Error with a message; returns NULL for use as `return THROW...`. */

@@ -1,0 +1,64 @@
+#pragma once
+/* Spawning the launcher (bwrap) for both APIs, and the pidfd-based process lifecycle.
+ *
+ * The plan is built completely before fork: between fork and exec the child makes only
+ * async-signal-safe system calls on memory prepared here (the addon runs inside a
+ * multi-threaded node process). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Descriptors the launcher receives, in this order, as 0..SPAWN_FDS-1. */
+enum { SPAWN_FDS = 6 };
+
+/* Most stage mounts one plan may hold. */
+enum { SPAWN_MAX_MOUNTS = 128 };
+
+/* A mount the child prepares in its private mount namespace before exec'ing bwrap, so that
+ * bwrap binds from it and keeps its flags (bwrap has no noexec option of its own). */
+struct stage_mount {
+  const char *source; /* host path, absolute */
+  const char *target; /* absolute path inside the staging tmpfs */
+  bool readonly;
+  bool noexec;
+};
+
+struct spawn_plan {
+  const char *file;  /* absolute path of the launcher */
+  char *const *argv; /* NULL-terminated */
+  char *const *envp; /* NULL-terminated (empty for a clean environment) */
+  /* Prepared in the child. staging == NULL means no private mount namespace is needed. */
+  const char *staging; /* directory on which a private tmpfs is mounted */
+  const struct stage_mount *mounts;
+  size_t nmounts;
+  /* When the caller is root, the child drops to this uid/gid before exec, and stage mounts
+   * are idmapped so that files owned by root appear owned by this uid (and files it creates
+   * are stored as root's). When not root, the child maps its own uid in a new user namespace. */
+  uid_t drop_uid;
+  gid_t drop_gid;
+  /* The launcher's descriptors 0..SPAWN_FDS-1; -1 means /dev/null is not opened: the slot
+   * stays closed. */
+  int fds[SPAWN_FDS];
+};
+
+/* What failed, for the error value: a step name and an errno. */
+struct spawn_error {
+  const char *step;
+  int err;
+};
+
+/* Forks and execs the plan. On success returns 0 and sets *pid and *pidfd (close-on-exec).
+ * On failure returns -1 and fills *error; no child is left (it was reaped). */
+int confined_spawn(const struct spawn_plan *plan, pid_t *pid, int *pidfd,
+                   struct spawn_error *error);
+
+/* Reaps through the pidfd if the process has exited (WNOHANG). Returns 1 when reaped (and fills
+ * the outputs), 0 when still running, -errno on error. */
+struct spawn_exit {
+  int code;   /* exit status, or -1 */
+  int signal; /* terminating signal, or 0 */
+  int64_t utime_us, stime_us, maxrss_kib;
+};
+int confined_reap(int pidfd, struct spawn_exit *out);

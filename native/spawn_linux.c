@@ -1,0 +1,344 @@
+/* fork/exec of the launcher with a private staging mount namespace, privilege drop and exact
+ * descriptors; reaping through pidfds. See spawn.h. */
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+/* The child reports a failure on this descriptor: the step index and errno. */
+#define ERROR_FD SPAWN_FDS
+
+static const char *const step_names[] = {
+    "signals", "session",   "descriptors", "userns",  "uid_map",   "mountns", "private-root",
+    "staging", "idmap",     "open_tree",   "setattr", "mkdir",     "bind",    "remount",
+    "move",    "setgroups", "setgid",      "setuid",  "pdeathsig", "parent",  "exec",
+};
+enum step {
+  STEP_SIGNALS,
+  STEP_SESSION,
+  STEP_FDS,
+  STEP_USERNS,
+  STEP_UIDMAP,
+  STEP_MOUNTNS,
+  STEP_PRIVATE,
+  STEP_STAGING,
+  STEP_IDMAP,
+  STEP_OPEN_TREE,
+  STEP_SETATTR,
+  STEP_MKDIR,
+  STEP_BIND,
+  STEP_REMOUNT,
+  STEP_MOVE,
+  STEP_SETGROUPS,
+  STEP_SETGID,
+  STEP_SETUID,
+  STEP_PDEATHSIG,
+  STEP_PARENT,
+  STEP_EXEC,
+};
+
+/* ---- child side: async-signal-safe only ------------------------------------------------ */
+
+static void fail(enum step step) {
+  int report[2] = {(int)step, errno};
+  ssize_t n;
+  do
+    n = write(ERROR_FD, report, sizeof report);
+  while (n < 0 && errno == EINTR);
+  _exit(127);
+}
+
+static size_t fmt_uint(char *out, unsigned long v) {
+  char tmp[24];
+  size_t n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  for (size_t i = 0; i < n; i++)
+    out[i] = tmp[n - 1 - i];
+  return n;
+}
+
+/* Writes "<inside> <outside> 1\n" to a /proc map file. */
+static int write_map(const char *path, unsigned long inside, unsigned long outside) {
+  char line[64];
+  size_t n = fmt_uint(line, inside);
+  line[n++] = ' ';
+  n += fmt_uint(line + n, outside);
+  memcpy(line + n, " 1\n", 3);
+  n += 3;
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  ssize_t w = write(fd, line, n);
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return w == (ssize_t)n ? 0 : -1;
+}
+
+/* A user namespace whose uid/gid 0 is the host's drop uid/gid, for idmapped mounts: root-owned
+ * files then appear owned by the drop uid. Made by a short-lived grandchild. */
+static int make_idmap_userns(uid_t uid, gid_t gid) {
+  int ready[2], hold[2];
+  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(hold, O_CLOEXEC) != 0)
+    return -1;
+  pid_t gc = fork();
+  if (gc < 0)
+    return -1;
+  if (gc == 0) {
+    char c = 0;
+    close(ready[0]);
+    close(hold[1]);
+    if (unshare(CLONE_NEWUSER) == 0)
+      c = 1;
+    if (write(ready[1], &c, 1) != 1)
+      _exit(1);
+    (void)read(hold[0], &c, 1); /* until the parent closes hold[1] */
+    _exit(0);
+  }
+  close(ready[1]);
+  close(hold[0]);
+  char ok = 0;
+  int fd = -1;
+  if (read(ready[0], &ok, 1) == 1 && ok) {
+    char path[64] = "/proc/";
+    size_t n = 6 + fmt_uint(path + 6, (unsigned long)gc);
+    memcpy(path + n, "/uid_map", 9);
+    if (write_map(path, 0, uid) == 0) {
+      memcpy(path + n, "/gid_map", 9);
+      if (write_map(path, 0, gid) == 0) {
+        memcpy(path + n, "/ns/user", 9);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+      }
+    }
+  }
+  int saved = errno;
+  close(hold[1]);
+  close(ready[0]);
+  while (waitpid(gc, NULL, 0) < 0 && errno == EINTR)
+    ;
+  errno = saved;
+  return fd;
+}
+
+static void stage_mounts(const struct spawn_plan *p, bool root) {
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+    fail(STEP_PRIVATE);
+  int userns = -1;
+  if (root && p->nmounts > 0) {
+    userns = make_idmap_userns(p->drop_uid, p->drop_gid);
+    if (userns < 0)
+      fail(STEP_IDMAP);
+  }
+  /* Detached clones of every source first: the staging tmpfs may hide a source (an executor
+   * root under /tmp), and a clone restricted before it is attached is never visible writable
+   * or executable. Root's clones are also idmapped (see struct spawn_plan). */
+  int trees[SPAWN_MAX_MOUNTS];
+  for (size_t i = 0; i < p->nmounts; i++) {
+    const struct stage_mount *m = &p->mounts[i];
+    trees[i] = (int)syscall(SYS_open_tree, AT_FDCWD, m->source,
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (trees[i] < 0)
+      fail(STEP_OPEN_TREE);
+    struct mount_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (m->readonly)
+      attr.attr_set |= MOUNT_ATTR_RDONLY;
+    if (m->noexec)
+      attr.attr_set |= MOUNT_ATTR_NOEXEC;
+    if (userns >= 0) {
+      attr.attr_set |= MOUNT_ATTR_IDMAP;
+      attr.userns_fd = (uint64_t)userns;
+    }
+    if (syscall(SYS_mount_setattr, trees[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
+                sizeof attr) != 0)
+      fail(STEP_SETATTR);
+  }
+  if (userns >= 0)
+    close(userns);
+  /* The staging tmpfs exists only in this mount namespace. Mode 0755 so that the unprivileged
+   * launcher can traverse it (the executor root, 0700, cannot be). */
+  if (mount("tmpfs", p->staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") != 0)
+    fail(STEP_STAGING);
+  for (size_t i = 0; i < p->nmounts; i++) {
+    if (mkdir(p->mounts[i].target, 0755) != 0)
+      fail(STEP_MKDIR);
+    if (syscall(SYS_move_mount, trees[i], "", AT_FDCWD, p->mounts[i].target,
+                MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      fail(STEP_MOVE);
+    close(trees[i]);
+  }
+}
+
+static void child_main(const struct spawn_plan *p, pid_t parent, int error_fd) {
+  /* Descriptors first, so that fail() can report: move everything above the target range,
+   * then into place. dup2 clears close-on-exec on the targets; the rest is closed. */
+  int high[SPAWN_FDS + 1];
+  for (int i = 0; i < SPAWN_FDS; i++) {
+    high[i] = p->fds[i] < 0 ? -1 : fcntl(p->fds[i], F_DUPFD_CLOEXEC, SPAWN_FDS + 1);
+    if (p->fds[i] >= 0 && high[i] < 0)
+      _exit(127);
+  }
+  high[SPAWN_FDS] = fcntl(error_fd, F_DUPFD_CLOEXEC, SPAWN_FDS + 1);
+  if (high[SPAWN_FDS] < 0 || dup3(high[SPAWN_FDS], ERROR_FD, O_CLOEXEC) < 0)
+    _exit(127);
+  for (int i = 0; i < SPAWN_FDS; i++) {
+    if (high[i] < 0)
+      close(i);
+    else if (dup2(high[i], i) < 0)
+      fail(STEP_FDS);
+  }
+  if (syscall(SYS_close_range, ERROR_FD + 1, ~0U, 0) != 0)
+    fail(STEP_FDS);
+
+  /* node ignores SIGPIPE and blocks some signals; an exec keeps ignored dispositions and the
+   * mask, so reset both. */
+  sigset_t none;
+  sigemptyset(&none);
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; s++)
+    if (s != SIGKILL && s != SIGSTOP)
+      (void)sigaction(s, &dfl, NULL);
+  if (sigprocmask(SIG_SETMASK, &none, NULL) != 0)
+    fail(STEP_SIGNALS);
+  /* Out of the controlling terminal's process group: a terminal's ^C goes to the host, and the
+   * host decides (the sandbox dies with it through --die-with-parent). */
+  if (setsid() < 0)
+    fail(STEP_SESSION);
+
+  bool root = geteuid() == 0;
+  if (p->staging) {
+    if (root) {
+      if (unshare(CLONE_NEWNS) != 0)
+        fail(STEP_MOUNTNS);
+    } else {
+      uid_t uid = getuid();
+      gid_t gid = getgid();
+      if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+        fail(STEP_USERNS);
+      int fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || write(fd, "deny", 4) != 4)
+        fail(STEP_UIDMAP);
+      close(fd);
+      if (write_map("/proc/self/uid_map", uid, uid) != 0 ||
+          write_map("/proc/self/gid_map", gid, gid) != 0)
+        fail(STEP_UIDMAP);
+    }
+    stage_mounts(p, root);
+  }
+  if (root) {
+    /* Never run the launcher as host root: bwrap would keep uid 0 (research section 1). Raw
+     * syscalls: glibc's wrappers synchronise credentials across threads. */
+    if (syscall(SYS_setgroups, 0, NULL) != 0)
+      fail(STEP_SETGROUPS);
+    if (syscall(SYS_setresgid, p->drop_gid, p->drop_gid, p->drop_gid) != 0)
+      fail(STEP_SETGID);
+    if (syscall(SYS_setresuid, p->drop_uid, p->drop_uid, p->drop_uid) != 0)
+      fail(STEP_SETUID);
+  }
+  /* Credentials changes clear the parent-death signal, so set it last, then close the race
+   * with a parent that died before this point. bwrap sets its own too (--die-with-parent). */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+    fail(STEP_PDEATHSIG);
+  if (getppid() != parent)
+    fail(STEP_PARENT);
+  execve(p->file, p->argv, p->envp);
+  fail(STEP_EXEC);
+}
+
+/* ---- parent side -------------------------------------------------------------------------- */
+
+int confined_spawn(const struct spawn_plan *plan, pid_t *pid_out, int *pidfd_out,
+                   struct spawn_error *error) {
+  int errpipe[2];
+  error->step = "pipe";
+  error->err = 0;
+  if (pipe2(errpipe, O_CLOEXEC) != 0) {
+    error->err = errno;
+    return -1;
+  }
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    error->step = "fork";
+    error->err = errno;
+    close(errpipe[0]);
+    close(errpipe[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    close(errpipe[0]);
+    child_main(plan, parent, errpipe[1]);
+    _exit(127);
+  }
+  close(errpipe[1]);
+  /* No race: the child is ours and unreaped, so its pid cannot be reused yet. */
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  int pidfd_err = errno;
+  int report[2];
+  ssize_t n;
+  do
+    n = read(errpipe[0], report, sizeof report);
+  while (n < 0 && errno == EINTR);
+  close(errpipe[0]);
+  if (n == (ssize_t)sizeof report || pidfd < 0) {
+    if (n == (ssize_t)sizeof report) {
+      int s = report[0];
+      error->step =
+          (s >= 0 && s < (int)(sizeof step_names / sizeof *step_names)) ? step_names[s] : "child";
+      error->err = report[1];
+    } else {
+      error->step = "pidfd_open";
+      error->err = pidfd_err;
+      kill(pid, SIGKILL);
+    }
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+      ;
+    if (pidfd >= 0)
+      close(pidfd);
+    return -1;
+  }
+  *pid_out = pid;
+  *pidfd_out = pidfd;
+  return 0;
+}
+
+int confined_reap(int pidfd, struct spawn_exit *out) {
+  siginfo_t info;
+  struct rusage ru;
+  memset(&info, 0, sizeof info);
+  memset(&ru, 0, sizeof ru);
+  /* The raw waitid takes a rusage argument: the launcher's usage and everything it reaped. */
+  long r = syscall(SYS_waitid, P_PIDFD, pidfd, &info, WEXITED | WNOHANG, &ru);
+  if (r < 0)
+    return -errno;
+  if (info.si_pid == 0)
+    return 0;
+  out->code = info.si_code == CLD_EXITED ? info.si_status : -1;
+  out->signal = info.si_code == CLD_EXITED ? 0 : info.si_status;
+  out->utime_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec;
+  out->stime_us = (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+  out->maxrss_kib = ru.ru_maxrss;
+  return 1;
+}
