@@ -36,11 +36,11 @@ export const BWRAP_TEMPLATE = Object.freeze({
   posture: BWRAP_POSTURE,
   executor: Object.freeze([
     'posture',
-    '--ro-bind <runtime file> <same path> (each file of the runtime closure)',
+    '--ro-bind <runtime file or its staged clone> <file> (each file of the closure, /etc/ld.so.cache)',
     '--dir <parent> --symlink <target> <link> (each runtime alias)',
     '--proc /proc',
     '--dev-bind /dev/null /dev/null',
-    '--ro-bind <staging>/<part> <namespace>/<part> (program, input, home, launch: ro, noexec)',
+    '--ro-bind <part or its staged clone> <namespace>/<part> (program, input, home, launch: ro, noexec)',
     '--chdir <namespace>/input',
     '--remount-ro /',
     '<stage> <cpu> <nofile> 0 0 - keep 5 <environment> -- <node> --require <preload> <entry> <args>',
@@ -84,10 +84,13 @@ export function stageArgv(stage, { limits, keepControl, env, file, args }) {
   ];
 }
 
-/** Runtime closure binds: every file at its real path, every alias recreated as a symlink. */
+/**
+ * Runtime closure binds: every file at its real path (bound from `source`, which is the file
+ * itself or its staged clone), every alias recreated as a symlink.
+ */
 function runtimeArgs(runtime) {
   const out = [];
-  for (const f of runtime.files) out.push('--ro-bind', f.path, f.path);
+  for (const f of runtime.files) out.push('--ro-bind', f.source, f.target);
   const dirs = new Set();
   const aliases = [...runtime.aliases].sort((a, b) => a.link.length - b.link.length);
   for (const a of aliases) {

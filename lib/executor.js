@@ -29,6 +29,9 @@ function notStarted(reason, message, namespaceDisposition = null) {
   return deepFreeze({ status: 'not-started', reason, message, namespace: namespaceDisposition });
 }
 
+/** The loader's cache: ld.so inside resolves the closure with the same cache as the pin. */
+const LOADER_CACHE = '/etc/ld.so.cache';
+
 /** The parts of a namespace that are bound into the sandbox, read-only and noexec. */
 const BOUND_PARTS = ['program', 'input', 'home', 'launch'];
 
@@ -110,22 +113,38 @@ export class ConfinedExecutor {
         ...req.program.args,
       ],
     });
-    const bindFiles = runtime.identity.files.filter((f) => f.path !== tools.bwrap);
+    // What the sandbox reads of the host: the closure (bwrap itself runs outside) and the loader
+    // cache the closure was resolved with. A root caller's launcher runs as an unprivileged uid
+    // that may not traverse the paths (the 0700 executor root, a package under /root), so every
+    // source is staged as an idmapped clone (native/spawn_linux.c); otherwise only the snapshot
+    // parts are re-mounted over themselves, read-only and noexec.
+    const asRoot = process.geteuid() === 0;
+    const runtimeFiles = [
+      ...runtime.identity.files.filter((f) => f.path !== tools.bwrap).map((f) => f.path),
+      LOADER_CACHE,
+    ];
+    const mounts = [];
+    const fileBinds = runtimeFiles.map((file, i) => {
+      if (!asRoot) return { source: file, target: file };
+      const staged = `${STAGING_DIR}/f${i}`;
+      mounts.push({ source: file, target: staged, readonly: true, noexec: false, isFile: true });
+      return { source: staged, target: file };
+    });
+    const partBinds = BOUND_PARTS.map((p) => {
+      const source = path.join(slot, p);
+      const staged = asRoot ? `${STAGING_DIR}/${p}` : source;
+      mounts.push({ source, target: staged, readonly: true, noexec: true, isFile: false });
+      return { source: staged, target: source };
+    });
     let argv = executorArgv({
       bwrap: tools.bwrap,
-      runtime: { files: bindFiles, aliases: runtime.identity.aliases },
-      binds: BOUND_PARTS.map((p) => ({ source: `${STAGING_DIR}/${p}`, target: path.join(slot, p) })),
+      runtime: { files: fileBinds, aliases: runtime.identity.aliases },
+      binds: partBinds,
       cwd: path.join(slot, 'input'),
       stage,
     });
     if (profile.patched && profile.patch.argv) argv = profile.patch.argv(argv);
     const filter = executorFilter();
-    const mounts = BOUND_PARTS.map((p) => ({
-      source: path.join(slot, p),
-      target: `${STAGING_DIR}/${p}`,
-      readonly: true,
-      noexec: true,
-    }));
     const instantiatedText = JSON.stringify({ argv, seccomp: filter.toString('base64'), preload });
     const identities = {
       program: { digest: req.program.digest, entry: req.program.entry, args: req.program.args },
@@ -153,7 +172,7 @@ export class ConfinedExecutor {
     let proc;
     const startedAt = performance.now();
     try {
-      proc = spawnLauncher({ file: argv[0], argv, mounts, filter });
+      proc = spawnLauncher({ file: argv[0], argv, mounts, filter, staging: asRoot ? STAGING_DIR : null });
     } catch (err) {
       return notStarted('setup-failed', `spawn failed: ${err.message}`, namespace.remove(manifest));
     }

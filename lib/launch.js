@@ -45,7 +45,7 @@ export function spawnLauncher(plan) {
       file: plan.file,
       argv: plan.argv,
       envp: [],
-      staging: plan.mounts.length > 0 ? STAGING_DIR : null,
+      staging: plan.staging ?? null,
       mounts: plan.mounts,
       dropUid: UNPRIVILEGED_ID,
       dropGid: UNPRIVILEGED_ID,

@@ -146,6 +146,9 @@ static napi_value js_spawn(napi_env env, napi_callback_info info) {
     if (!get_prop(env, m, "noexec", &f) || napi_get_value_bool(env, f, &b) != napi_ok)
       goto out;
     mounts[i].noexec = b;
+    if (!get_prop(env, m, "isFile", &f) || napi_get_value_bool(env, f, &b) != napi_ok)
+      b = false;
+    mounts[i].is_file = b;
   }
   if (!get_int_prop(env, plan_obj, "dropUid", &drop_uid) ||
       !get_int_prop(env, plan_obj, "dropGid", &drop_gid))

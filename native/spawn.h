@@ -20,17 +20,20 @@ enum { SPAWN_MAX_MOUNTS = 128 };
  * bwrap binds from it and keeps its flags (bwrap has no noexec option of its own). */
 struct stage_mount {
   const char *source; /* host path, absolute */
-  const char *target; /* absolute path inside the staging tmpfs */
+  const char *target; /* inside the staging tmpfs, or the source itself when staging is NULL */
   bool readonly;
   bool noexec;
+  bool is_file; /* the staging target is created as an empty file, not a directory */
 };
 
 struct spawn_plan {
   const char *file;  /* absolute path of the launcher */
   char *const *argv; /* NULL-terminated */
   char *const *envp; /* NULL-terminated (empty for a clean environment) */
-  /* Prepared in the child. staging == NULL means no private mount namespace is needed. */
-  const char *staging; /* directory on which a private tmpfs is mounted */
+  /* Prepared in the child when nmounts > 0, in a private mount namespace. With staging set, a
+   * private tmpfs is mounted there after every source was cloned (so it may hide sources) and
+   * the clones are attached inside it; without, each clone is attached over its own source. */
+  const char *staging;
   const struct stage_mount *mounts;
   size_t nmounts;
   /* When the caller is root, the child drops to this uid/gid before exec, and stage mounts

@@ -177,11 +177,18 @@ static void stage_mounts(const struct spawn_plan *p, bool root) {
     close(userns);
   /* The staging tmpfs exists only in this mount namespace. Mode 0755 so that the unprivileged
    * launcher can traverse it (the executor root, 0700, cannot be). */
-  if (mount("tmpfs", p->staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") != 0)
+  if (p->staging &&
+      mount("tmpfs", p->staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") != 0)
     fail(STEP_STAGING);
   for (size_t i = 0; i < p->nmounts; i++) {
-    if (mkdir(p->mounts[i].target, 0755) != 0)
+    if (p->staging && p->mounts[i].is_file) {
+      int fd = open(p->mounts[i].target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0)
+        fail(STEP_MKDIR);
+      close(fd);
+    } else if (p->staging && mkdir(p->mounts[i].target, 0755) != 0) {
       fail(STEP_MKDIR);
+    }
     if (syscall(SYS_move_mount, trees[i], "", AT_FDCWD, p->mounts[i].target,
                 MOVE_MOUNT_F_EMPTY_PATH) != 0)
       fail(STEP_MOVE);
@@ -228,7 +235,7 @@ static void child_main(const struct spawn_plan *p, pid_t parent, int error_fd) {
     fail(STEP_SESSION);
 
   bool root = geteuid() == 0;
-  if (p->staging) {
+  if (p->nmounts > 0) {
     if (root) {
       if (unshare(CLONE_NEWNS) != 0)
         fail(STEP_MOUNTNS);
