@@ -78,7 +78,7 @@ export function parseLoaderHelp(text, interp, ldsoBytes) {
   return { interp, dirs, hwcaps, legacy, platform, lib };
 }
 
-function loaderConfig(interp) {
+export function loaderConfig(interp) {
   let key;
   try {
     key = statKey(interp);
