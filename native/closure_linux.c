@@ -527,6 +527,12 @@ static int try_candidate(struct state *s, const char *path, size_t loader, const
     rc = fail(s->out, -ENOEXEC, "%s: not an executable", path);
     goto error;
   }
+  if (info->extra_load_tag) {
+    /* Audit modules and filtees are loaded by ld.so besides DT_NEEDED: not resolved. */
+    rc = fail(s->out, -ENOTSUP, "%s: dynamic tag 0x%llx (audit or filter objects) is not supported",
+              path, (unsigned long long)info->extra_load_tag);
+    goto error;
+  }
   if (s->n == MAX_OBJECTS) {
     rc = fail(s->out, -E2BIG, "too many objects in the closure");
     goto error;

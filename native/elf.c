@@ -32,6 +32,10 @@ enum {
   DT_RUNPATH = 29,
 };
 #define DT_FLAGS_1 0x6ffffffbULL
+#define DT_DEPAUDIT 0x6ffffefbULL
+#define DT_AUDIT 0x6ffffefcULL
+#define DT_AUXILIARY 0x7ffffffdULL
+#define DT_FILTER 0x7fffffffULL
 #define INTERP_MAX 4096
 #define STRING_MAX 4096
 
@@ -201,6 +205,13 @@ static int parse_dynamic(const struct reader *r, const struct phdr *dyn, uint64_
     case DT_FLAGS_1:
       out->flags_1 = val;
       break;
+    case DT_AUDIT:
+    case DT_DEPAUDIT:
+    case DT_AUXILIARY:
+    case DT_FILTER:
+      if (!out->extra_load_tag)
+        out->extra_load_tag = tag;
+      break;
     default:
       break;
     }
@@ -278,7 +289,6 @@ int elf_parse_source(const struct elf_source *src, struct elf_info *out, const c
   }
   r.is64 = eh[EI_CLASS] == CLASS64;
   r.msb = eh[EI_DATA] == DATA_MSB;
-  size_t ehsize = r.is64 ? 64 : 52;
   if (r.is64 && (src->size < 64 || src->read(src, 0, 64, eh) < 0)) {
     *reason = "truncated ELF header";
     return -ENOEXEC;
@@ -294,7 +304,6 @@ int elf_parse_source(const struct elf_source *src, struct elf_info *out, const c
   size_t phentsize = (size_t)get(&r, eh + (r.is64 ? 54 : 42), 2);
   size_t phnum = (size_t)get(&r, eh + (r.is64 ? 56 : 44), 2);
   size_t want = r.is64 ? 56 : 32;
-  (void)ehsize;
   if (phnum == 0)
     return 0; /* no program headers: nothing to load or interpret */
   if (phentsize != want) {

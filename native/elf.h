@@ -22,6 +22,9 @@ struct elf_info {
   uint16_t machine;   /* e_machine */
   bool has_dynamic;   /* a PT_DYNAMIC segment was found */
   uint64_t flags_1;   /* DT_FLAGS_1, 0 if absent */
+  /* The first dynamic tag that makes ld.so load more than DT_NEEDED says (DT_AUDIT,
+   * DT_DEPAUDIT, DT_FILTER, DT_AUXILIARY), or 0. */
+  uint64_t extra_load_tag;
   /* NUL-terminated strings stored in `strings` (NULL when absent). The struct holds
    * pointers into itself: do not copy it by value. */
   const char *interp;

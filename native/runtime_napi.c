@@ -49,6 +49,7 @@ static napi_value elf_to_js(napi_env env, const struct elf_info *info) {
       !confined_set_int64(env, o, "machine", info->machine) ||
       !confined_set_bool(env, o, "dynamic", info->has_dynamic) ||
       !confined_set_int64(env, o, "flags1", (int64_t)info->flags_1) ||
+      !confined_set_int64(env, o, "extraLoadTag", (int64_t)info->extra_load_tag) ||
       !set_opt_string(env, o, "interp", info->interp) ||
       !set_opt_string(env, o, "soname", info->soname) ||
       !set_opt_string(env, o, "rpath", info->rpath) ||

@@ -392,6 +392,7 @@ test('the ELF parser reads all four class/byte-order combinations', () => {
           machine: 183,
           dynamic: true,
           flags1: 0x800,
+          extraLoadTag: 0,
           interp: '/lib/ld-test.so.1',
           soname: 'libme.so.3',
           rpath: '/opt/x',
@@ -400,6 +401,13 @@ test('the ELF parser reads all four class/byte-order combinations', () => {
         },
       );
     }
+});
+
+test('the ELF parser reports tags that make ld.so load more than DT_NEEDED', () => {
+  for (const tag of [0x6ffffefc, 0x6ffffefb, 0x7ffffffd, 0x7fffffff]) {
+    const { bytes } = buildElf({ dyn: [[DT.NEEDED, 'libfoo.so.1'], [tag, 'libaudit.so']] });
+    assert.equal(native.elfInfo(bytes).extraLoadTag, tag);
+  }
 });
 
 test('the ELF parser returns errors on malformed input, never crashes', () => {
