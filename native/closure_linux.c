@@ -663,8 +663,9 @@ static int map_needed(struct state *s, size_t loader, const char *needed) {
     return rc != 0 ? (rc < 0 ? rc : 0)
                    : fail(s->out, -ENOENT, "%s: needed '%s' not found", s->objs[loader].real, name);
   }
-  const struct obj *ld = &s->objs[loader];
-  if (!ld->info->runpath) {
+  /* s->objs may move when an object is added: index it afresh each time. */
+  const char *runpath = s->objs[loader].info->runpath; /* info is not moved */
+  if (!runpath) {
     for (size_t l = loader; l != SIZE_MAX; l = s->objs[l].loader) {
       const char *rp = rpath_of(&s->objs[l]);
       if (rp && (rc = search_path_list(s, l, rp, name, loader, &found)) != 0)
@@ -674,8 +675,7 @@ static int map_needed(struct state *s, size_t loader, const char *needed) {
         (rc = search_path_list(s, 0, rpath_of(&s->objs[0]), name, loader, &found)) != 0)
       return rc < 0 ? rc : 0;
   }
-  if (ld->info->runpath &&
-      (rc = search_path_list(s, loader, ld->info->runpath, name, loader, &found)) != 0)
+  if (runpath && (rc = search_path_list(s, loader, runpath, name, loader, &found)) != 0)
     return rc < 0 ? rc : 0;
   bool nodeflib = (s->objs[loader].info->flags_1 & DF_1_NODEFLIB) != 0;
   if (s->cache) {
