@@ -1,7 +1,8 @@
 #pragma once
 /* The runtime closure of executables, resolved as glibc's ld.so resolves it, and the
  * SHA-256 of every file in it (through Node's OpenSSL), with a stat-keyed hash cache.
- * Linux only (closure_linux.c). Returns errors as values with a reason string. */
+ * Linux only (closure_linux.c resolves, pin_linux.c hashes). Returns errors as values
+ * with a reason string. */
 
 #include <stdbool.h>
 #include <stddef.h>

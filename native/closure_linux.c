@@ -24,17 +24,15 @@
 #include "closure.h"
 #include "elf.h"
 #include "ldcache.h"
+#include "pin.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__)
@@ -55,307 +53,8 @@
 #define ET_DYN 3
 #define ET_EXEC 2
 #define DF_1_NODEFLIB 0x800
-#define MAX_LINKS 40
 #define MAX_OBJECTS 1024
 #define PRELOAD_FILE "/etc/ld.so.preload"
-
-/* ---------------------------------------------------------------- hash cache ---- */
-
-/* Why a (device, inode, size, mtime ns, ctime ns) key is sound for a pin.
- * The kernel sets ctime to the current time on every change of a file's bytes or
- * metadata (write, truncate, mmap write fault, chmod, chown, link count, utimes); no
- * system call lets an unprivileged process choose ctime, and only root can set the
- * clock. Replacing a file (rename over it, delete and recreate) gives another inode, or
- * a reused inode number with a new ctime. So, for an entry whose key was read from the
- * descriptor that was hashed, any later change shows up as a different key, provided:
- *  1. the change happens after the key was taken and gets a later ctime: we only store
- *     an entry when ctime and mtime are at least CACHE_SETTLE_NS older than the clock
- *     read before hashing, so a change made during or after hashing cannot receive the
- *     same (coarse, possibly second-granular) timestamp ("racily clean" entries are
- *     never stored, as git does);
- *  2. the key was stable across the hash (checked: fstat before and after);
- *  3. the file cannot be written by anyone but root: writes through a shared writable
- *     mapping update the times only at the first fault after writeback, so a writer
- *     holding a dirty mapping could change bytes without a new ctime. We only cache
- *     files owned by root and not group- or other-writable (ACL grants show in the
- *     group bits), which an attacker without root cannot open for writing at all.
- * Every other file is re-hashed on every call, and CONFINED_RUNTIME_REHASH=1 (or the
- * rehash argument) re-hashes everything. What the cache does not cover: root changing
- * bytes and then the clock, or a kernel/filesystem that does not maintain ctime. */
-#define CACHE_SETTLE_NS 2000000000LL
-
-struct cache_entry {
-  char *path;
-  dev_t dev;
-  ino_t ino;
-  off_t size;
-  struct timespec mtim, ctim;
-  uint8_t sha256[32];
-};
-
-struct hash_cache {
-  struct cache_entry *e;
-  size_t n, cap;
-};
-
-struct hash_cache *hash_cache_new(void) {
-  return calloc(1, sizeof(struct hash_cache));
-}
-
-void hash_cache_free(struct hash_cache *cache) {
-  if (!cache)
-    return;
-  for (size_t i = 0; i < cache->n; i++)
-    free(cache->e[i].path);
-  free(cache->e);
-  free(cache);
-}
-
-static bool same_key(const struct cache_entry *e, const struct stat *st) {
-  return e->dev == st->st_dev && e->ino == st->st_ino && e->size == st->st_size &&
-         e->mtim.tv_sec == st->st_mtim.tv_sec && e->mtim.tv_nsec == st->st_mtim.tv_nsec &&
-         e->ctim.tv_sec == st->st_ctim.tv_sec && e->ctim.tv_nsec == st->st_ctim.tv_nsec;
-}
-
-static struct cache_entry *cache_find(struct hash_cache *c, const char *path) {
-  for (size_t i = 0; c && i < c->n; i++)
-    if (strcmp(c->e[i].path, path) == 0)
-      return &c->e[i];
-  return NULL;
-}
-
-static int64_t ts_ns(struct timespec t) {
-  return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static bool cacheable(const struct stat *st, int64_t now_ns) {
-  return st->st_uid == 0 && (st->st_mode & 022) == 0 && S_ISREG(st->st_mode) &&
-         ts_ns(st->st_ctim) <= now_ns - CACHE_SETTLE_NS &&
-         ts_ns(st->st_mtim) <= now_ns - CACHE_SETTLE_NS;
-}
-
-static void cache_store(struct hash_cache *c, const char *path, const struct stat *st,
-                        const uint8_t sha[32], bool keep) {
-  struct cache_entry *e = cache_find(c, path);
-  if (!keep) {
-    if (e) /* a stale entry must not survive a change it could match again */
-      e->dev = 0, e->ino = 0, e->size = -1;
-    return;
-  }
-  if (!e) {
-    if (c->n == c->cap) {
-      size_t cap = c->cap ? c->cap * 2 : 32;
-      struct cache_entry *ne = realloc(c->e, cap * sizeof *ne);
-      if (!ne)
-        return; /* the cache is an optimisation: failing to grow it is not an error */
-      c->e = ne, c->cap = cap;
-    }
-    char *p = strdup(path);
-    if (!p)
-      return;
-    e = &c->e[c->n++];
-    e->path = p;
-  }
-  e->dev = st->st_dev, e->ino = st->st_ino, e->size = st->st_size;
-  e->mtim = st->st_mtim, e->ctim = st->st_ctim;
-  memcpy(e->sha256, sha, 32);
-}
-
-/* ----------------------------------------------------------------- utilities ---- */
-
-__attribute__((format(printf, 3, 4))) static int fail(struct closure_result *out, int rc,
-                                                      const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(out->error, sizeof out->error, fmt, ap);
-  va_end(ap);
-  return rc < 0 ? rc : -EINVAL;
-}
-
-static int add_alias(struct closure_result *out, const char *link, const char *target) {
-  for (size_t i = 0; i < out->n_aliases; i++)
-    if (strcmp(out->aliases[i].link, link) == 0 && strcmp(out->aliases[i].target, target) == 0)
-      return 0;
-  struct closure_alias *na = realloc(out->aliases, (out->n_aliases + 1) * sizeof *na);
-  if (!na)
-    return -ENOMEM;
-  out->aliases = na;
-  char *l = strdup(link), *t = strdup(target);
-  if (!l || !t) {
-    free(l);
-    free(t);
-    return -ENOMEM;
-  }
-  out->aliases[out->n_aliases++] = (struct closure_alias){l, t};
-  return 0;
-}
-
-/* Resolves an absolute path component by component, as the kernel does, recording
- * every symlink met (in any component) as an alias. `real` receives the real path. */
-static int walk(struct closure_result *out, const char *path, char real[PATH_MAX]) {
-  char rest[2 * PATH_MAX], tmp[2 * PATH_MAX], cur[PATH_MAX] = "";
-  size_t curlen = 0;
-  int links = 0;
-  if (path[0] != '/')
-    return fail(out, -EINVAL, "%s: not an absolute path", path);
-  if (strlen(path) >= sizeof rest)
-    return fail(out, -ENAMETOOLONG, "%s: path too long", path);
-  strcpy(rest, path);
-  const char *p = rest;
-  while (*p) {
-    while (*p == '/')
-      p++;
-    if (!*p)
-      break;
-    const char *slash = strchr(p, '/');
-    size_t n = slash ? (size_t)(slash - p) : strlen(p);
-    if (n == 1 && p[0] == '.') {
-      p += n;
-      continue;
-    }
-    if (n == 2 && p[0] == '.' && p[1] == '.') {
-      while (curlen > 0 && cur[curlen - 1] != '/')
-        curlen--;
-      if (curlen > 0)
-        curlen--;
-      cur[curlen] = '\0';
-      p += n;
-      continue;
-    }
-    if (curlen + 1 + n >= sizeof cur)
-      return fail(out, -ENAMETOOLONG, "%s: path too long", path);
-    char cand[PATH_MAX];
-    memcpy(cand, cur, curlen);
-    cand[curlen] = '/';
-    memcpy(cand + curlen + 1, p, n);
-    cand[curlen + 1 + n] = '\0';
-    struct stat st;
-    if (lstat(cand, &st) < 0)
-      return fail(out, -errno, "%s: %s", cand, strerror(errno));
-    if (!S_ISLNK(st.st_mode)) {
-      strcpy(cur, cand);
-      curlen += 1 + n;
-      p += n;
-      continue;
-    }
-    if (++links > MAX_LINKS)
-      return fail(out, -ELOOP, "%s: too many symbolic links", path);
-    char target[PATH_MAX];
-    ssize_t len = readlink(cand, target, sizeof target - 1);
-    if (len < 0)
-      return fail(out, -errno, "%s: %s", cand, strerror(errno));
-    target[len] = '\0';
-    int rc = add_alias(out, cand, target);
-    if (rc < 0)
-      return fail(out, rc, "out of memory");
-    int w = snprintf(tmp, sizeof tmp, "%s/%s", target, p + n);
-    if (w < 0 || (size_t)w >= sizeof tmp)
-      return fail(out, -ENAMETOOLONG, "%s: path too long", path);
-    strcpy(rest, tmp);
-    p = rest;
-    if (target[0] == '/')
-      curlen = 0, cur[0] = '\0';
-  }
-  if (curlen == 0)
-    strcpy(cur, "/");
-  strcpy(real, cur);
-  return 0;
-}
-
-static int hash_fd(struct closure_result *out, int fd, const char *path, const struct stat *st,
-                   uint8_t sha[32]) {
-  static const size_t chunk = 1 << 20;
-  uint8_t *buf = malloc(chunk);
-  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  int rc = 0;
-  if (!buf || !ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
-    rc = fail(out, -ENOMEM, "%s: cannot start SHA-256", path);
-    goto done;
-  }
-  uint64_t off = 0;
-  for (;;) {
-    ssize_t got = pread(fd, buf, chunk, (off_t)off);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got < 0) {
-      rc = fail(out, -errno, "%s: %s", path, strerror(errno));
-      goto done;
-    }
-    if (got == 0)
-      break;
-    if (EVP_DigestUpdate(ctx, buf, (size_t)got) != 1) {
-      rc = fail(out, -EIO, "%s: SHA-256 failed", path);
-      goto done;
-    }
-    off += (uint64_t)got;
-  }
-  unsigned int len = 0;
-  if (EVP_DigestFinal_ex(ctx, sha, &len) != 1 || len != 32) {
-    rc = fail(out, -EIO, "%s: SHA-256 failed", path);
-    goto done;
-  }
-  struct stat after;
-  if (fstat(fd, &after) < 0 || off != (uint64_t)st->st_size || after.st_size != st->st_size ||
-      ts_ns(after.st_mtim) != ts_ns(st->st_mtim) || ts_ns(after.st_ctim) != ts_ns(st->st_ctim))
-    rc = fail(out, -EAGAIN, "%s: changed while it was hashed", path);
-done:
-  EVP_MD_CTX_free(ctx);
-  free(buf);
-  return rc;
-}
-
-/* Adds (or merges) a file of the result and hashes it from `fd` (whose fstat is `st`). */
-static int add_file(struct closure_result *out, struct hash_cache *cache, bool rehash,
-                    const char *real, int fd, const struct stat *st, enum closure_role role,
-                    size_t of) {
-  for (size_t i = 0; i < out->n_files; i++) {
-    if (strcmp(out->files[i].path, real) == 0) {
-      if (role < out->files[i].role)
-        out->files[i].role = role;
-      return 0;
-    }
-  }
-  if (!S_ISREG(st->st_mode))
-    return fail(out, -EINVAL, "%s: not a regular file", real);
-  struct closure_file f = {.size = (uint64_t)st->st_size, .role = role, .of = of};
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  struct cache_entry *e = rehash ? NULL : cache_find(cache, real);
-  if (e && same_key(e, st)) {
-    memcpy(f.sha256, e->sha256, 32);
-    f.cached = true;
-  } else {
-    int rc = hash_fd(out, fd, real, st, f.sha256);
-    if (rc < 0)
-      return rc;
-    if (cache)
-      cache_store(cache, real, st, f.sha256, cacheable(st, ts_ns(now)));
-  }
-  f.path = strdup(real);
-  struct closure_file *nf = realloc(out->files, (out->n_files + 1) * sizeof *nf);
-  if (!f.path || !nf) {
-    free(f.path);
-    if (nf)
-      out->files = nf;
-    return fail(out, -ENOMEM, "out of memory");
-  }
-  out->files = nf;
-  out->files[out->n_files++] = f;
-  return 0;
-}
-
-void closure_result_free(struct closure_result *out) {
-  for (size_t i = 0; i < out->n_files; i++)
-    free(out->files[i].path);
-  for (size_t i = 0; i < out->n_aliases; i++) {
-    free(out->aliases[i].link);
-    free(out->aliases[i].target);
-  }
-  free(out->files);
-  free(out->aliases);
-  out->files = NULL, out->aliases = NULL;
-  out->n_files = out->n_aliases = 0;
-}
 
 /* ---------------------------------------------------------------- resolution ---- */
 
@@ -446,18 +145,19 @@ static int expand(struct state *s, const struct obj *o, const char *in, char *ds
         if (skip)
           val = k == 0 ? o->origin : k == 1 ? s->cfg->lib : s->cfg->platform;
         if (skip && !val)
-          return fail(s->out, -ENOTSUP, "%s: $%s has no known expansion", o->real, names[k]);
+          return closure_fail(s->out, -ENOTSUP, "%s: $%s has no known expansion", o->real,
+                              names[k]);
       }
     }
     if (!skip) {
       if (n + 1 >= cap)
-        return fail(s->out, -ENAMETOOLONG, "%s: expanded path too long", o->real);
+        return closure_fail(s->out, -ENAMETOOLONG, "%s: expanded path too long", o->real);
       dst[n++] = *p++;
       continue;
     }
     size_t vl = strlen(val);
     if (n + vl >= cap)
-      return fail(s->out, -ENAMETOOLONG, "%s: expanded path too long", o->real);
+      return closure_fail(s->out, -ENAMETOOLONG, "%s: expanded path too long", o->real);
     memcpy(dst + n, val, vl);
     n += vl;
     p += skip;
@@ -474,14 +174,14 @@ static int try_candidate(struct state *s, const char *path, size_t loader, const
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR || errno == EACCES)
       return 0;
-    return fail(s->out, -errno, "%s: %s", path, strerror(errno));
+    return closure_fail(s->out, -errno, "%s: %s", path, strerror(errno));
   }
   struct stat st;
   struct elf_info *info = NULL;
   const char *why = NULL;
   int rc;
   if (fstat(fd, &st) < 0) {
-    rc = fail(s->out, -errno, "%s: %s", path, strerror(errno));
+    rc = closure_fail(s->out, -errno, "%s: %s", path, strerror(errno));
     goto error;
   }
   for (size_t i = 0; i < s->n; i++) {
@@ -489,20 +189,20 @@ static int try_candidate(struct state *s, const char *path, size_t loader, const
       close(fd);
       *found = i;
       rc = add_name(&s->objs[i], name);
-      return rc < 0 ? fail(s->out, rc, "out of memory") : 1;
+      return rc < 0 ? closure_fail(s->out, rc, "out of memory") : 1;
     }
   }
   if (!S_ISREG(st.st_mode)) {
-    rc = fail(s->out, -EINVAL, "%s: not a regular file", path);
+    rc = closure_fail(s->out, -EINVAL, "%s: not a regular file", path);
     goto error;
   }
   if (!(info = malloc(sizeof *info))) {
-    rc = fail(s->out, -ENOMEM, "out of memory");
+    rc = closure_fail(s->out, -ENOMEM, "out of memory");
     goto error;
   }
   rc = elf_parse_fd(fd, (uint64_t)st.st_size, info, &why);
   if (rc < 0) {
-    rc = fail(s->out, rc, "%s: %s", path, why ? why : strerror(-rc));
+    rc = closure_fail(s->out, rc, "%s: %s", path, why ? why : strerror(-rc));
     goto error;
   }
   if (info->elf_class != HOST_CLASS || info->machine != HOST_MACHINE || info->data != HOST_DATA) {
@@ -511,35 +211,36 @@ static int try_candidate(struct state *s, const char *path, size_t loader, const
       close(fd);
       return 0;
     }
-    rc = fail(s->out, -ENOEXEC, "%s: not an ELF object for this host", path);
+    rc = closure_fail(s->out, -ENOEXEC, "%s: not an ELF object for this host", path);
     goto error;
   }
   if (info->osabi != 0 && info->osabi != 3) {
-    rc = fail(s->out, -ENOEXEC, "%s: unsupported ELF OS ABI %u", path, info->osabi);
+    rc = closure_fail(s->out, -ENOEXEC, "%s: unsupported ELF OS ABI %u", path, info->osabi);
     goto error;
   }
   if (role != ROLE_NODE && role != ROLE_LAUNCHER && info->type != ET_DYN) {
-    rc = fail(s->out, -ENOEXEC, "%s: not a shared object", path);
+    rc = closure_fail(s->out, -ENOEXEC, "%s: not a shared object", path);
     goto error;
   }
   if ((role == ROLE_NODE || role == ROLE_LAUNCHER) && info->type != ET_DYN &&
       info->type != ET_EXEC) {
-    rc = fail(s->out, -ENOEXEC, "%s: not an executable", path);
+    rc = closure_fail(s->out, -ENOEXEC, "%s: not an executable", path);
     goto error;
   }
   if (info->extra_load_tag) {
     /* Audit modules and filtees are loaded by ld.so besides DT_NEEDED: not resolved. */
-    rc = fail(s->out, -ENOTSUP, "%s: dynamic tag 0x%llx (audit or filter objects) is not supported",
-              path, (unsigned long long)info->extra_load_tag);
+    rc = closure_fail(s->out, -ENOTSUP,
+                      "%s: dynamic tag 0x%llx (audit or filter objects) is not supported", path,
+                      (unsigned long long)info->extra_load_tag);
     goto error;
   }
   if (s->n == MAX_OBJECTS) {
-    rc = fail(s->out, -E2BIG, "too many objects in the closure");
+    rc = closure_fail(s->out, -E2BIG, "too many objects in the closure");
     goto error;
   }
   struct obj *no = realloc(s->objs, (s->n + 1) * sizeof *no);
   if (!no) {
-    rc = fail(s->out, -ENOMEM, "out of memory");
+    rc = closure_fail(s->out, -ENOMEM, "out of memory");
     goto error;
   }
   s->objs = no;
@@ -548,13 +249,13 @@ static int try_candidate(struct state *s, const char *path, size_t loader, const
   o->fd = fd, o->st = st, o->info = info, o->loader = loader, o->role = role;
   s->n++;
   if (!(o->opened = strdup(path)) || add_name(o, name) < 0 || add_name(o, path) < 0)
-    return fail(s->out, -ENOMEM, "out of memory");
-  rc = walk(s->out, path, o->real);
+    return closure_fail(s->out, -ENOMEM, "out of memory");
+  rc = pin_walk(s->out, path, o->real);
   if (rc < 0)
     return rc;
   struct stat rs;
   if (stat(o->real, &rs) < 0 || rs.st_dev != st.st_dev || rs.st_ino != st.st_ino)
-    return fail(s->out, -EAGAIN, "%s: changed while it was resolved", path);
+    return closure_fail(s->out, -EAGAIN, "%s: changed while it was resolved", path);
   /* The main program's $ORIGIN is its real directory (ld.so reads /proc/self/exe); a
    * library's is the directory of the path it was opened by. */
   dirname_of(role == ROLE_NODE || role == ROLE_LAUNCHER ? o->real : path, o->origin);
@@ -574,7 +275,8 @@ static int check_legacy(struct state *s, const char *dir) {
     struct stat st;
     int w = snprintf(p, sizeof p, "%s/%s", dir, s->cfg->legacy[k]);
     if (w > 0 && (size_t)w < sizeof p && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-      return fail(s->out, -ENOTSUP, "%s: legacy hwcap subdirectory (not resolved exactly)", p);
+      return closure_fail(s->out, -ENOTSUP, "%s: legacy hwcap subdirectory (not resolved exactly)",
+                          p);
   }
   return 0;
 }
@@ -608,7 +310,8 @@ static int search_path_list(struct state *s, size_t owner, const char *list, con
     size_t n = colon ? (size_t)(colon - p) : strlen(p);
     char elem[PATH_MAX], dir[PATH_MAX];
     if (n >= sizeof elem)
-      return fail(s->out, -ENAMETOOLONG, "%s: search path element too long", s->objs[owner].real);
+      return closure_fail(s->out, -ENAMETOOLONG, "%s: search path element too long",
+                          s->objs[owner].real);
     memcpy(elem, p, n);
     elem[n] = '\0';
     p = colon ? colon + 1 : NULL;
@@ -618,8 +321,8 @@ static int search_path_list(struct state *s, size_t owner, const char *list, con
     if (rc < 0)
       return rc;
     if (dir[0] != '/')
-      return fail(s->out, -ENOTSUP, "%s: relative search directory '%s' depends on the cwd",
-                  s->objs[owner].real, dir);
+      return closure_fail(s->out, -ENOTSUP, "%s: relative search directory '%s' depends on the cwd",
+                          s->objs[owner].real, dir);
     size_t dl = strlen(dir);
     while (dl > 1 && dir[dl - 1] == '/')
       dir[--dl] = '\0';
@@ -657,11 +360,12 @@ static int map_needed(struct state *s, size_t loader, const char *needed) {
       return 0;
   if (strchr(name, '/')) {
     if (name[0] != '/')
-      return fail(s->out, -ENOTSUP, "%s: DT_NEEDED '%s' is relative to the cwd",
-                  s->objs[loader].real, name);
+      return closure_fail(s->out, -ENOTSUP, "%s: DT_NEEDED '%s' is relative to the cwd",
+                          s->objs[loader].real, name);
     rc = try_candidate(s, name, loader, name, ROLE_LIBRARY, &found);
     return rc != 0 ? (rc < 0 ? rc : 0)
-                   : fail(s->out, -ENOENT, "%s: needed '%s' not found", s->objs[loader].real, name);
+                   : closure_fail(s->out, -ENOENT, "%s: needed '%s' not found",
+                                  s->objs[loader].real, name);
   }
   /* s->objs may move when an object is added: index it afresh each time. */
   const char *runpath = s->objs[loader].info->runpath; /* info is not moved */
@@ -683,7 +387,7 @@ static int map_needed(struct state *s, size_t loader, const char *needed) {
     rc = ldcache_lookup(s->cache, name, HOST_CACHE_FLAGS, (const char *const *)s->cfg->hwcaps,
                         s->cfg->n_hwcaps, &cached, &why);
     if (rc < 0)
-      return fail(s->out, rc, "%s: %s", name, why);
+      return closure_fail(s->out, rc, "%s: %s", name, why);
     if (rc == 1 && !(nodeflib && under_system_dir(s->cfg, cached))) {
       char copy[PATH_MAX];
       snprintf(copy, sizeof copy, "%s", cached);
@@ -704,7 +408,8 @@ static int map_needed(struct state *s, size_t loader, const char *needed) {
         return rc < 0 ? rc : 0;
     }
   }
-  return fail(s->out, -ENOENT, "%s: needed library '%s' not found", s->objs[loader].real, name);
+  return closure_fail(s->out, -ENOENT, "%s: needed library '%s' not found", s->objs[loader].real,
+                      name);
 }
 
 static int resolve_one(struct state *s, const char *exe, enum closure_role role,
@@ -712,11 +417,11 @@ static int resolve_one(struct state *s, const char *exe, enum closure_role role,
   size_t found;
   int rc = try_candidate(s, exe, SIZE_MAX, exe, role, &found);
   if (rc <= 0)
-    return rc < 0 ? rc : fail(s->out, -ENOENT, "%s: cannot be opened", exe);
+    return rc < 0 ? rc : closure_fail(s->out, -ENOENT, "%s: cannot be opened", exe);
   const struct elf_info *main = s->objs[0].info;
   if (!main->interp) {
     if (main->n_needed > 0)
-      return fail(s->out, -ENOEXEC, "%s: DT_NEEDED without PT_INTERP", exe);
+      return closure_fail(s->out, -ENOEXEC, "%s: DT_NEEDED without PT_INTERP", exe);
     return 0; /* static executable: the closure is the file itself */
   }
   s->cfg = NULL;
@@ -724,17 +429,17 @@ static int resolve_one(struct state *s, const char *exe, enum closure_role role,
     if (strcmp(loaders[k].interp, main->interp) == 0)
       s->cfg = &loaders[k];
   if (!s->cfg)
-    return fail(s->out, -ENOTSUP, "%s: no loader configuration for interpreter %s", exe,
-                main->interp);
+    return closure_fail(s->out, -ENOTSUP, "%s: no loader configuration for interpreter %s", exe,
+                        main->interp);
   if (main->interp[0] != '/')
-    return fail(s->out, -ENOTSUP, "%s: relative PT_INTERP", exe);
+    return closure_fail(s->out, -ENOTSUP, "%s: relative PT_INTERP", exe);
   char interp[PATH_MAX];
   snprintf(interp, sizeof interp, "%s", main->interp);
   rc = try_candidate(s, interp, SIZE_MAX, interp, ROLE_INTERPRETER, &found);
   if (rc <= 0)
-    return rc < 0 ? rc : fail(s->out, -ENOENT, "%s: interpreter %s not found", exe, interp);
+    return rc < 0 ? rc : closure_fail(s->out, -ENOENT, "%s: interpreter %s not found", exe, interp);
   if (found != 1)
-    return fail(s->out, -ENOEXEC, "%s: is its own interpreter", exe);
+    return closure_fail(s->out, -ENOEXEC, "%s: is its own interpreter", exe);
   /* Breadth-first over DT_NEEDED, as _dl_map_object_deps; the interpreter's own
    * dependencies are not mapped (ld.so is already relocated). */
   for (size_t i = 0; i < s->n; i++) {
@@ -783,7 +488,8 @@ int closure_resolve(const char *const *exes, const enum closure_role *roles, siz
   /* ld.so loads every library listed in /etc/ld.so.preload into every process it starts,
    * the launchers included; we do not pin those: refuse. */
   if (stat(PRELOAD_FILE, &pst) == 0 && pst.st_size > 0)
-    return fail(out, -ENOTSUP, "%s exists (preloaded libraries are not supported)", PRELOAD_FILE);
+    return closure_fail(out, -ENOTSUP, "%s exists (preloaded libraries are not supported)",
+                        PRELOAD_FILE);
   uint8_t *cbuf = NULL;
   size_t clen = 0;
   struct ldcache lc;
@@ -793,42 +499,21 @@ int closure_resolve(const char *const *exes, const enum closure_role *roles, siz
     const char *why = NULL;
     if (ldcache_open(cbuf, clen, &lc, &why) < 0) {
       free(cbuf);
-      return fail(out, -ENOEXEC, "%s: %s", cache_path, why);
+      return closure_fail(out, -ENOEXEC, "%s: %s", cache_path, why);
     }
     have_cache = true;
   } else if (rc != -ENOENT) {
-    return fail(out, rc, "%s: %s", cache_path, strerror(-rc));
+    return closure_fail(out, rc, "%s: %s", cache_path, strerror(-rc));
   }
   rc = 0;
   for (size_t e = 0; e < n_exes && rc == 0; e++) {
     struct state s = {.out = out, .cache = have_cache ? &lc : NULL};
     rc = resolve_one(&s, exes[e], roles[e], loaders, n_loaders);
     for (size_t i = 0; i < s.n && rc == 0; i++)
-      rc = add_file(out, cache, rehash, s.objs[i].real, s.objs[i].fd, &s.objs[i].st, s.objs[i].role,
-                    e);
+      rc = pin_add_file(out, cache, rehash, s.objs[i].real, s.objs[i].fd, &s.objs[i].st,
+                        s.objs[i].role, e);
     free_objs(&s);
   }
   free(cbuf);
   return rc;
-}
-
-int closure_hash_files(const char *const *paths, size_t n, struct hash_cache *cache, bool rehash,
-                       struct closure_result *out) {
-  memset(out, 0, sizeof *out);
-  for (size_t i = 0; i < n; i++) {
-    char real[PATH_MAX];
-    int rc = walk(out, paths[i], real);
-    if (rc < 0)
-      return rc;
-    int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-      return fail(out, -errno, "%s: %s", real, strerror(errno));
-    struct stat st;
-    rc = fstat(fd, &st) < 0 ? fail(out, -errno, "%s: %s", real, strerror(errno))
-                            : add_file(out, cache, rehash, real, fd, &st, ROLE_LIBRARY, i);
-    close(fd);
-    if (rc < 0)
-      return rc;
-  }
-  return 0;
 }
