@@ -327,6 +327,26 @@ test('DT_RUNPATH/DT_RPATH with $ORIGIN and symlinked directories resolve as ldd 
       for (const k of want.keys()) assert.ok(got.has(k), `${exe}: alias ${k.replace('\0', ' -> ')}`);
       assert.ok(got.has(`${dir}/link\0real`), `${exe}: the symlinked directory is an alias`);
     }
+    // A glibc-hwcaps subdirectory of a searched directory wins over the directory.
+    const hw = loaders[0].hwcaps.at(-1);
+    if (hw) {
+      mkdirSync(path.join(dir, 'real', 'glibc-hwcaps', hw), { recursive: true });
+      cc('-shared', '-fPIC', '-o', `real/glibc-hwcaps/${hw}/liba.so`, 'a.c', '-Lreal/sub', '-lb',
+        '-Wl,-soname,liba.so', '-Wl,--enable-new-dtags,-rpath,$ORIGIN/../../sub');
+      const full = path.join(dir, 'm-runpath');
+      const r = native.runtimeClosure([full], ['launcher'], loaders, '/etc/ld.so.cache', true);
+      const { files } = lddFiles(full);
+      assert.ok(files.has(path.join(dir, 'real', 'glibc-hwcaps', hw, 'liba.so')), 'ldd takes the hwcaps copy');
+      assert.deepEqual(r.files.map((f) => f.path).sort(), [...files].sort(), 'glibc-hwcaps');
+    }
+    // DF_1_NODEFLIB: neither the cache's system entries nor the default directories.
+    cc('-o', 'm-nodeflib', 'm.c', '-Lreal', '-la', '-Wl,-z,nodefaultlib', `-Wl,-rpath,${dir}/real`);
+    const nd = path.join(dir, 'm-nodeflib');
+    assert.match(execFileSync('ldd', [nd], { encoding: 'utf8' }), /libc\.so\.6 => not found/);
+    assert.throws(
+      () => native.runtimeClosure([nd], ['launcher'], loaders, '/etc/ld.so.cache', true),
+      (err) => err.code === 'runtime-unavailable' && /libc\.so\.6' not found/.test(err.message),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -581,6 +601,40 @@ test('timing: describeRuntime() cold (full hash) and warm (cache)', { skip }, (t
   const files = describeRuntime().files;
   const cachedAll = process.getuid() === 0 || files.every((f) => statSync(f.path).uid === 0);
   if (cachedAll) assert.ok(median < 20, `warm median ${median} ms`);
+});
+
+test('an unsupported platform or architecture is unsupported-host; verifyRuntime reports it', () => {
+  for (const [key, value, why] of [
+    ['platform', 'darwin', /darwin is not supported until its Seatbelt backend exists/],
+    ['platform', 'freebsd', /platform freebsd is not supported/],
+    ['arch', 'ia32', /architecture ia32 is not supported/],
+  ]) {
+    const saved = Object.getOwnPropertyDescriptor(process, key);
+    Object.defineProperty(process, key, { ...saved, value });
+    try {
+      assert.match(hostProblem(), why);
+      assert.throws(describeRuntime, (err) => err instanceof ConfinedExecutorError && err.code === 'unsupported-host' && why.test(err.message));
+      const v = verifyRuntime('sha256:' + '0'.repeat(64));
+      assert.equal(v.ok, false);
+      assert.equal(v.digest, null);
+      assert.match(v.problem, /^runtime cannot be verified: unsupported-host: /);
+    } finally {
+      Object.defineProperty(process, key, saved);
+    }
+  }
+});
+
+test('rehash bypasses the cache (option and CONFINED_RUNTIME_REHASH=1) and agrees with it', { skip }, () => {
+  const id = describeRuntime();
+  const paths = id.files.map((f) => f.path);
+  hashFiles(paths);
+  assert.ok(hashFiles(paths, { rehash: true }).files.every((f) => !f.cached));
+  process.env.CONFINED_RUNTIME_REHASH = '1';
+  try {
+    assert.equal(describeRuntime().digest, id.digest);
+  } finally {
+    delete process.env.CONFINED_RUNTIME_REHASH;
+  }
 });
 
 test('describeRuntime() refuses an unsupported host with unsupported-host', { skip: !skip && 'this host is supported' }, () => {
