@@ -1,0 +1,242 @@
+// Declarations of the command runner (module `confined/confinement`), with the names and shapes
+// of spec/confined-command-runner.md and the choices of design.md ("API decisions"). Where the
+// spec leaves a shape open, the choice made here is the contract the implementation follows.
+
+/// <reference types="node" />
+
+import type { Readable } from 'node:stream';
+
+// ---------------------------------------------------------------------------------------------
+// Posture and errors
+
+/** The kernel mechanism that confines, or `none`. */
+export type ConfinementBackend = 'bwrap' | 'seatbelt' | 'none';
+
+/** Confinement is enforced by a backend. */
+export interface ConfinementPostureEnforced {
+  readonly enforced: true;
+  readonly backend: 'bwrap' | 'seatbelt';
+  readonly reason: null;
+}
+
+/** Confinement is unavailable; `reason` says why (the same text a refusal carries). */
+export interface ConfinementPostureUnenforced {
+  readonly enforced: false;
+  readonly backend: ConfinementBackend;
+  readonly reason: string;
+}
+
+export type ConfinementPosture = ConfinementPostureEnforced | ConfinementPostureUnenforced;
+
+/** Codes of a `runConfinedCommand` refusal. */
+export type ConfinementErrorCode =
+  | 'confinement.refused'
+  | 'confinement.allowlist-requires-confinement'
+  | 'confinement.mount-not-absolute'
+  | 'confinement.cwd-not-mounted'
+  | 'confinement.env-name-invalid'
+  | 'confinement.limit-invalid'
+  | 'confinement.aborted'
+  | 'confinement.proxy-not-ready'
+  | `proxy.job-allowlist.${string}`;
+
+/** The rejection of `runConfinedCommand`: nothing was started. */
+export declare class ConfinementError extends Error {
+  constructor(code: ConfinementErrorCode, message: string, options?: { cause?: unknown });
+  readonly code: ConfinementErrorCode;
+  readonly name: 'ConfinementError';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+export type MountMode = 'ro' | 'rw';
+
+/** A host path (absolute, canonical) bound at the same path. */
+export interface ConfinedMount {
+  readonly path: string;
+  readonly mode: MountMode;
+}
+
+/** Why the egress proxy refused a connection. */
+export type EgressDenialReason =
+  /** host:port is not an entry of the allowlist. */
+  | 'not-allowlisted'
+  /** A resolved address is loopback, private, link-local, multicast, unspecified or embedded. */
+  | 'address-refused'
+  /** The name did not resolve. */
+  | 'resolution-failed'
+  /** The request target could not be parsed or normalised (NUL, CR/LF, zone id, bad port...). */
+  | 'invalid-target'
+  /** The request was neither CONNECT nor a supported plain HTTP request. */
+  | 'unsupported-request';
+
+/** One connection the egress proxy refused. */
+export interface EgressDenial {
+  /** The host as requested, normalised (lower case, no trailing dot, canonical IP literal). */
+  readonly host: string;
+  /** null when the request named no valid port. */
+  readonly port: number | null;
+  readonly reason: EgressDenialReason;
+  /** ISO 8601 time of the denial. */
+  readonly at: string;
+}
+
+/** The `sandbox:violation` event payload: one egress denial, as a kernel violation event. */
+export interface SandboxViolationEvent {
+  readonly type: 'sandbox:violation';
+  readonly kind: 'network';
+  readonly host: string;
+  readonly port: number | null;
+  readonly reason: EgressDenialReason;
+  /** The command of the run whose proxy refused the connection. */
+  readonly command: string;
+  readonly at: string;
+}
+
+/** `network` option other than `'off'`: exact `host:port` entries reached through the proxy. */
+export interface ConfinedNetworkAllowlist {
+  /** Exact `host:port` entries (no bare host, wildcard or CIDR). */
+  readonly allowlist: readonly string[];
+  /** The forwarder bridge executable; defaults to the one this package ships. */
+  readonly forwarderPath?: string;
+  /** Receives each denial. */
+  readonly onDenied?: (denial: EgressDenial) => void;
+  /** Receives each denial mapped to a `sandbox:violation` event. */
+  readonly violations?: (event: SandboxViolationEvent) => void;
+}
+
+export type ConfinedNetwork = 'off' | ConfinedNetworkAllowlist;
+
+/** Each limit is a positive integer. */
+export interface ConfinedCommandLimits {
+  /** Default: none. */
+  readonly wallTimeoutMs?: number;
+  /** Default: 1 MiB. */
+  readonly maxStdoutBytes?: number;
+  /** Default: 1 MiB. */
+  readonly maxStderrBytes?: number;
+  /** Extension: RLIMIT_CPU, soft = hard (seconds). */
+  readonly cpuSeconds?: number;
+  /** Extension: RLIMIT_NOFILE, soft = hard. */
+  readonly maxDescriptors?: number;
+  /** Extension: RLIMIT_FSIZE, soft = hard (bytes). */
+  readonly fileSizeBytes?: number;
+  /** Extension: RLIMIT_NPROC, soft = hard. */
+  readonly maxProcesses?: number;
+}
+
+/** Receives `sandbox:admission` and `sandbox:violation` events; an EventEmitter fits. */
+export interface SecurityEventEmitter {
+  emit(event: string, payload: unknown): unknown;
+}
+
+export interface ConfinedCommandOptions {
+  /** An absolute path, or a program found on the default PATH. */
+  readonly command: string;
+  /** Default: []. */
+  readonly args?: readonly string[];
+  /** Default: process.cwd(). When confined it must lie inside one of the mounts. */
+  readonly cwd?: string;
+  /** Default: []. */
+  readonly mounts?: readonly ConfinedMount[];
+  /** The only environment the command sees, plus PATH=/usr/bin:/bin unless set. Default: {}. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Default: 'off' (loopback only). */
+  readonly network?: ConfinedNetwork;
+  readonly limits?: ConfinedCommandLimits;
+  /** Ends the whole process tree. */
+  readonly signal?: AbortSignal;
+  /** Observation only. */
+  readonly securityEventEmitter?: SecurityEventEmitter;
+  /** Observation only. */
+  readonly recordAdmission?: (record: SurfaceAdmissionRecord) => void;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admission
+
+export type AdmissionVerdict = 'admitted' | 'refused';
+
+/** The `sandbox:admission` event payload. */
+export interface SandboxAdmissionEvent {
+  readonly type: 'sandbox:admission';
+  readonly verdict: AdmissionVerdict;
+  /** Typed reasons, one stable code each (a ConfinementErrorCode for a refusal); [] when admitted. */
+  readonly reasons: readonly string[];
+  readonly posture: ConfinementPosture;
+  readonly command: string;
+  /** ISO 8601 time of the decision. */
+  readonly at: string;
+}
+
+/** Events a {@link SecurityEventEmitter} receives, under the name in `type`. */
+export type SecurityEvent = SandboxAdmissionEvent | SandboxViolationEvent;
+
+export type NetworkMode = 'off' | 'allowlist';
+
+/** The limits a launch applied: defaults filled in, null where none applies. */
+export interface AppliedCommandLimits {
+  readonly wallTimeoutMs: number | null;
+  readonly maxStdoutBytes: number;
+  readonly maxStderrBytes: number;
+  readonly cpuSeconds: number | null;
+  readonly maxDescriptors: number | null;
+  readonly fileSizeBytes: number | null;
+  readonly maxProcesses: number | null;
+}
+
+/** The launch's admission record, for `recordAdmission`. */
+export interface SurfaceAdmissionRecord {
+  readonly verdict: AdmissionVerdict;
+  readonly reasons: readonly string[];
+  readonly posture: ConfinementPosture;
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly cwd: string;
+  readonly mounts: readonly ConfinedMount[];
+  /** Names only: values are never recorded. */
+  readonly envNames: readonly string[];
+  readonly network: NetworkMode;
+  /** The normalised allowlist entries; [] when network is 'off'. */
+  readonly allowlist: readonly string[];
+  readonly limits: AppliedCommandLimits;
+  readonly at: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handle and result
+
+export interface ConfinedCommandResult {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  /** The wall timeout fired. */
+  readonly timedOut: boolean;
+  /** A stream exceeded its cap. */
+  readonly truncated: boolean;
+  /** The signal or stop() ended it. */
+  readonly aborted: boolean;
+  readonly confined: boolean;
+  readonly posture: ConfinementPosture;
+  /** The end of stderr as text. */
+  readonly stderrTail: string;
+}
+
+export interface ConfinedCommandHandle {
+  readonly pid: number;
+  /** Delivers at most maxStdoutBytes; beyond that bytes are discarded while the pipe drains. */
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+  readonly confined: boolean;
+  readonly posture: ConfinementPosture;
+  /** Resolves once the command exited and its output was delivered; never rejects. */
+  wait(): Promise<ConfinedCommandResult>;
+  /** Ends the whole tree at any stage; bounded and idempotent (every call, the same result). */
+  stop(): Promise<ConfinedCommandResult>;
+}
+
+/**
+ * Runs one command inside the engine's confinement.
+ * Rejects with {@link ConfinementError} before anything starts.
+ */
+export declare function runConfinedCommand(options: ConfinedCommandOptions): Promise<ConfinedCommandHandle>;

@@ -1,0 +1,3 @@
+// Declarations of the package root `confined`: the executor API and the command runner.
+export * from './confined-executor.js';
+export * from './confinement.js';
