@@ -29,31 +29,42 @@ function summary(times) {
   return { median, min: times[0], max: times[times.length - 1] };
 }
 
-/** Times fn in this process: `runs` timed calls after one warm-up. */
-function time(fn) {
+/** Milliseconds of one call of fn in this process. */
+function timeOnce(fn) {
+  const start = performance.now();
   fn();
-  const times = [];
-  for (let i = 0; i < runs; i++) {
-    const start = performance.now();
-    fn();
-    times.push(performance.now() - start);
-  }
-  return summary(times);
+  return performance.now() - start;
 }
 
-/** Times a bash script (given the files as "$@") with bash's `time`, in ms. */
-function timeBash(script, files, cwd) {
-  const once = () => {
-    const r = spawnSync('bash', ['-c', `TIMEFORMAT=%3R; time { ${script}; }`, 'bash', ...files], {
-      cwd,
-      encoding: 'latin1',
-    });
-    const m = /^(\d+\.\d+)\s*$/.exec(r.stderr);
-    if (r.status !== 0 || !m) throw new Error(`bash/openssl failed: ${r.stderr}`);
-    return Number(m[1]) * 1000;
-  };
-  once();
-  return summary(Array.from({ length: runs }, once));
+/** Milliseconds of one run of a bash script (given the files as "$@"), by bash's `time`. */
+function timeBashOnce(script, files, cwd) {
+  const r = spawnSync('bash', ['-c', `TIMEFORMAT=%3R; time { ${script}; }`, 'bash', ...files], {
+    cwd,
+    encoding: 'latin1',
+  });
+  const m = /^(\d+\.\d+)\s*$/.exec(r.stderr);
+  if (r.status !== 0 || !m) throw new Error(`bash/openssl failed: ${r.stderr}`);
+  return Number(m[1]) * 1000;
+}
+
+/**
+ * Times each of the named measurements `runs` times after one untimed warm-up, interleaved
+ * (one of each per round), so that load from elsewhere on the machine falls on all alike.
+ * Also returns, per round, the ratio of the first measurement's time to each other's.
+ */
+function compare(measurements) {
+  const names = Object.keys(measurements);
+  for (const name of names) measurements[name]();
+  const times = Object.fromEntries(names.map((name) => [name, []]));
+  for (let i = 0; i < runs; i++) {
+    for (const name of names) times[name].push(measurements[name]());
+  }
+  const out = {};
+  for (const name of names) {
+    out[name] = summary([...times[name]]);
+    out[name].perRoundRatio = summary(times[name].map((t, i) => t / times[names[0]][i])).median;
+  }
+  return out;
 }
 
 const ONE_PROCESS = 'openssl dgst -sha256 "$@" >/dev/null';
@@ -95,6 +106,18 @@ function rate(bytes, ms) {
   const r = bytes / (1024 * 1024) / (ms / 1000);
   return `${r.toFixed(r < 10 ? 2 : 0).padStart(6)} MiB/s`;
 }
+/**
+ * Throughput ratio ours/openssl: of the medians, of the minimums (the least disturbed runs),
+ * and the median of the per-round ratios.
+ */
+function ratio(label, theirs, ours) {
+  const x = (v) => `${v.toFixed(3)}x`;
+  console.log(
+    `throughput ratio ours/openssl (${label}): ${x(theirs.median / ours.median)} of medians, ` +
+      `${x(theirs.min / ours.min)} of minimums, ${x(theirs.perRoundRatio)} median per round`,
+  );
+}
+
 function row(label, t, bytes) {
   console.log(
     `${label.padEnd(44)} median ${fmt(t.median)}  min ${fmt(t.min)}  max ${fmt(t.max)}  ${rate(bytes, t.median)}`,
@@ -111,15 +134,17 @@ try {
   // One big file.
   const big = [{ path: 'big.bin', content: randomBytes(BIG) }];
   writeFileSync(path.join(dir, 'big.bin'), big[0].content);
-  const oursBig = time(() => snapshotDigest(big));
-  const sslBig = timeBash(ONE_PROCESS, ['big.bin'], dir);
   const bigCheck = digestFromOpenssl(big, parseDgst(openssl(['big.bin'], dir)));
   if (bigCheck !== snapshotDigest(big)) throw new Error('digest mismatch on the big file');
-  row('ours: snapshotDigest, 1 file of 256 MiB', oursBig, BIG);
-  row('openssl dgst -sha256, 1 process, 256 MiB', sslBig, BIG);
-  console.log(
-    `throughput ratio ours/openssl (big): ${(sslBig.median / oursBig.median).toFixed(3)}x\n`,
-  );
+  const b = compare({
+    ours: () => timeOnce(() => snapshotDigest(big)),
+    openssl: () => timeBashOnce(ONE_PROCESS, ['big.bin'], dir),
+  });
+  row('ours: snapshotDigest, 1 file of 256 MiB', b.ours, BIG);
+  row('openssl dgst -sha256, 1 process, 256 MiB', b.openssl, BIG);
+  ratio('256 MiB, one openssl process', b.openssl, b.ours);
+  console.log();
+  big.length = 0; // let the 256 MiB go before the next case
 
   // Many small files, spread over 100 directories.
   const many = [];
@@ -130,28 +155,21 @@ try {
   for (let d = 0; d < 100; d++) mkdirSync(path.join(dir, `d${String(d).padStart(2, '0')}`));
   for (const f of many) writeFileSync(path.join(dir, f.path), f.content);
   const names = many.map((f) => f.path);
-  const oursMany = time(() => snapshotDigest(many));
-  const sslMany = timeBash(ONE_PROCESS, names, dir);
   const manyCheck = digestFromOpenssl(many, parseDgst(openssl(names, dir)));
   if (manyCheck !== snapshotDigest(many)) throw new Error('digest mismatch on the 10,000 files');
   const sample = names.filter((_, i) => i % (MANY / SAMPLE) === 0);
-  const perFile = timeBash(PROCESS_PER_FILE, sample, dir);
   const scale = MANY / SAMPLE;
-  const perFileExtrapolated = {
-    median: perFile.median * scale,
-    min: perFile.min * scale,
-    max: perFile.max * scale,
-  };
+  const m = compare({
+    ours: () => timeOnce(() => snapshotDigest(many)),
+    openssl: () => timeBashOnce(ONE_PROCESS, names, dir),
+    perFile: () => scale * timeBashOnce(PROCESS_PER_FILE, sample, dir),
+  });
   const manyBytes = MANY * SMALL;
-  row('ours: snapshotDigest, 10,000 files of 1 KiB', oursMany, manyBytes);
-  row('openssl dgst -sha256, 1 process, 10,000 files', sslMany, manyBytes);
-  row(`openssl, 1 process per file (${SAMPLE} x${scale})`, perFileExtrapolated, manyBytes);
-  console.log(
-    `throughput ratio ours/openssl (10,000 files, one process): ${(sslMany.median / oursMany.median).toFixed(3)}x`,
-  );
-  console.log(
-    `throughput ratio ours/openssl (10,000 files, process per file): ${(perFileExtrapolated.median / oursMany.median).toFixed(1)}x`,
-  );
+  row('ours: snapshotDigest, 10,000 files of 1 KiB', m.ours, manyBytes);
+  row('openssl dgst -sha256, 1 process, 10,000 files', m.openssl, manyBytes);
+  row(`openssl, 1 process per file (${SAMPLE} files x${scale})`, m.perFile, manyBytes);
+  ratio('10,000 files, one openssl process', m.openssl, m.ours);
+  ratio('10,000 files, one openssl process per file', m.perFile, m.ours);
   console.log(
     "\ncross-check: the snapshot digests built from openssl's per-file hashes equal ours",
   );
