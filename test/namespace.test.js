@@ -2,13 +2,18 @@
 // materialisation, the pre-launch verification and verify-first removal. Every expectation
 // is computed independently of the code under test (fs.lstat, readdir, node:crypto).
 // Runs as root and as an unprivileged user; the two cases that need root say so.
+import { execFile } from 'node:child_process';
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import * as ns from '../lib/namespace.js';
+
+const claimHelper = fileURLToPath(new URL('./helpers/claim-slot.mjs', import.meta.url));
 
 const isRoot = process.geteuid() === 0;
 const OTHER_UID = 65534;
@@ -38,7 +43,7 @@ function sampleTree() {
     ],
     input: [
       { path: 'data.txt', content: bytes('input data\n') },
-      { path: 'nested/blob.bin', content: new Uint8Array(crypto.randomBytes(70_000)) },
+      { path: 'nested/blob.bin', content: new Uint8Array(crypto.randomBytes(300_000)) },
     ],
     launch: [{ path: 'preload.cjs', content: bytes('// preload\n') }],
   };
@@ -198,6 +203,21 @@ describe('capacity', () => {
     // maxRetained bounds n even when a higher name is free.
     assert.equal(ns.claimSlot(root, 2).full, true);
     assert.deepEqual(fs.readdirSync(root).sort(), before);
+  });
+
+  test('racing claimers never exceed maxRetained: 8 processes, 3 slots', async (t) => {
+    const { base, root } = setup(t);
+    const go = path.join(base, 'go');
+    const runs = Array.from({ length: 8 }, () =>
+      promisify(execFile)(process.execPath, [claimHelper, root, '3', go]),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    fs.writeFileSync(go, '');
+    const results = (await Promise.all(runs)).map((r) => JSON.parse(r.stdout));
+    const won = results.filter((r) => r.ok).map((r) => r.path).sort();
+    assert.deepEqual(won, ['slot-0', 'slot-1', 'slot-2'].map((n) => path.join(root, n)));
+    assert.equal(results.filter((r) => !r.ok && r.full).length, 5);
+    assert.deepEqual(fs.readdirSync(root).sort(), ['slot-0', 'slot-1', 'slot-2']);
   });
 
   test('a failure other than EEXIST is not reported as full', (t) => {
