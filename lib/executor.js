@@ -60,21 +60,25 @@ export class ConfinedExecutor {
     const runtime = verifyRuntime(req.runtime);
     if (!runtime.ok) return notStarted('runtime-mismatch', runtime.problem);
 
-    const rootProblem = namespace.checkRoot(root);
-    if (rootProblem) return notStarted('setup-failed', `executor root refused: ${rootProblem}`);
-    const retained = namespace.countEntries(root);
+    const rootCheck = namespace.checkRoot(root);
+    if (!rootCheck.ok) return notStarted('setup-failed', `executor root refused: ${rootCheck.reason}`);
+    const counted = namespace.countEntries(root);
+    if (!counted.ok) return notStarted('setup-failed', `executor root unreadable: ${counted.reason}`);
+    const retained = counted.count;
     publish('counted', { root, retained });
     if (retained >= maxRetained)
       return notStarted(
         'retained-limit',
         `${retained} entries in ${root} reach maxRetained ${maxRetained}; leftovers are never reclaimed automatically`,
       );
-    const slot = namespace.claimSlot(root, maxRetained);
-    if (slot === null)
+    const claim = namespace.claimSlot(root, maxRetained);
+    if (!claim.ok && claim.full)
       return notStarted(
         'retained-limit',
         `every slot is taken in ${root}; leftovers are never reclaimed automatically`,
       );
+    if (!claim.ok) return notStarted('setup-failed', `cannot claim a slot: ${claim.reason}`);
+    const slot = claim.path;
 
     const canary = path.join(slot, 'canary', 'canary');
     const preload = instantiatePreload(profile.parts.preload, canary);
@@ -86,8 +90,11 @@ export class ConfinedExecutor {
       canary: [{ path: 'canary', content: Buffer.from('confined canary\n') }],
     });
     if (!made.ok) {
-      const disposition = namespace.remove(made.manifest);
-      return notStarted('setup-failed', `namespace setup failed: ${made.problem}`, disposition);
+      // A partial namespace is removed if it verifies, else quarantined (spec).
+      const disposition = made.manifest
+        ? namespace.remove(made.manifest)
+        : { state: 'quarantined', path: slot, reason: made.reason };
+      return notStarted('setup-failed', `namespace setup failed: ${made.reason}`, disposition);
     }
     const manifest = made.manifest;
     publish('materialised', { namespace: slot });
@@ -160,12 +167,12 @@ export class ConfinedExecutor {
     };
 
     // Invariant 4: verified immediately before the synchronous spawn, no await in between.
-    const mismatch = namespace.verify(manifest);
-    if (mismatch)
-      return notStarted('snapshot-mismatch', `namespace changed before launch: ${mismatch}`, {
+    const verified = namespace.verify(manifest);
+    if (!verified.ok)
+      return notStarted('snapshot-mismatch', `namespace changed before launch: ${verified.reason}`, {
         state: 'quarantined',
         path: slot,
-        reason: mismatch,
+        reason: verified.reason,
       });
     if (signal?.aborted)
       return notStarted('aborted', 'the signal was aborted before launch', namespace.remove(manifest));
