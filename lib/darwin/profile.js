@@ -1,0 +1,24 @@
+// The Seatbelt profile of either policy, built natively (native/profile_seatbelt.c): this
+// wrapper only freezes the result. The text never contains a path; every path is one of
+// `params`, passed to sandbox-exec as -D NAME=value. `instantiated` is
+// "sha256:<hex>" over the text and the parameters, serialised as documented at the top
+// of native/profile_seatbelt.c (length-prefixed fields, so it is unambiguous).
+import { native } from '../native.js';
+
+/**
+ * request: { policy: 'executor', exec, runtimeFiles, program, input } or
+ *          { policy: 'command', mounts: [{ path, mode }], proxyPort }.
+ * Returns { ok: true, text, params: [{ name, value }], instantiated } or
+ * { ok: false, error, reason } when the builder refuses the request. Throws TypeError for
+ * values of the wrong type.
+ */
+export function buildSeatbeltProfile(request) {
+  const r = native.seatbeltProfile(request);
+  if (!r.ok) return Object.freeze({ ok: false, error: r.error, reason: r.reason });
+  return Object.freeze({
+    ok: true,
+    text: r.text,
+    params: Object.freeze(r.params.map((p) => Object.freeze({ name: p.name, value: p.value }))),
+    instantiated: r.instantiated,
+  });
+}
