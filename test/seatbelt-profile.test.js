@@ -301,3 +301,18 @@ test('runConfinedCommand option mapping: posture, refusals with the spec codes',
   assert.equal(notNormal.code, 'confinement.refused');
   assert.match(notNormal.reason, /mount 0 contains a \. or \.\. segment/);
 });
+
+test('the reference executor profile is deterministic and covers the system path values', async () => {
+  const { referenceExecutorProfile } = await import('../lib/darwin/profile.js');
+  const a = referenceExecutorProfile();
+  const b = referenceExecutorProfile();
+  assert.equal(a.ok, true, a.reason);
+  assert.equal(a.instantiated, b.instantiated);
+  assert.ok(a.params.some((p) => p.name === 'SYSTEM_USR_LIB' && p.value === '/usr/lib'));
+  assert.equal(a.instantiated, instantiated(a.text, a.params));
+  // The module index exports everything the integrator wires in.
+  const index = await import('../lib/darwin/index.js');
+  for (const name of ['resolveClosure', 'fsHost', 'buildSeatbeltProfile', 'referenceExecutorProfile', 'commandSeatbeltProfile', 'checkTools', 'executorLaunchArgv', 'commandLaunchArgv', 'LAUNCH_SCRIPT', 'TOOL_PATHS']) {
+    assert.ok(name in index, name);
+  }
+});

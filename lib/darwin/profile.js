@@ -22,3 +22,20 @@ export function buildSeatbeltProfile(request) {
     instantiated: r.instantiated,
   });
 }
+
+/**
+ * The executor profile built for a fixed reference request (placeholder paths, one
+ * runtime file). Its `instantiated` digest covers the rule text *and* the SYSTEM_* and
+ * DEV_* values, which are policy but travel as parameters: a profile digest
+ * (confinedProfile) must include it, not the text alone, or a change to the system path
+ * table would not change the digest.
+ */
+export function referenceExecutorProfile() {
+  return buildSeatbeltProfile({
+    policy: 'executor',
+    exec: '/EXEC/node',
+    runtimeFiles: ['/RUNTIME/library.dylib'],
+    program: '/NAMESPACE/program',
+    input: '/NAMESPACE/input',
+  });
+}
