@@ -443,6 +443,8 @@ test('closure: refusals (missing, bare name, 32-bit, wrong type, foreign dylinke
     ],
     [{ '/b/exe': executable({ deps: [{ name: '/opt/../usr/lib/libz.dylib' }] }) }, /through '\.\.'/],
     [{ '/b/exe': executable({ cpu: CPU.x86_64 }) }, /not arm64/],
+    // The data volume is not system content: a library there must exist and be pinned.
+    [{ '/b/exe': executable({ deps: [{ name: '/System/Volumes/Data/opt/evil.dylib' }] }) }, /evil\.dylib" not found/],
   ];
   for (const [files, pattern] of cases) {
     const root = fakeRoot(files);
@@ -483,6 +485,18 @@ test('closure: cycles terminate; symlinked executable with @executable_path acro
   const linked = closureOf(root, '/usr/local/bin/exe');
   assert.equal(linked.ok, false);
   assert.match(linked.reason, /@executable_path/);
+});
+
+test('closure: a library under /System/Volumes/Data is pinned like any other file', (t) => {
+  const root = fakeRoot({
+    '/b/exe': executable({ deps: [{ name: '/System/Volumes/Data/opt/lib.dylib' }] }),
+    '/System/Volumes/Data/opt/lib.dylib': dylib({ id: '/System/Volumes/Data/opt/lib.dylib' }),
+  });
+  t.after(() => fs.rmSync(root, { recursive: true, force: true }));
+  const c = closureOf(root, '/b/exe');
+  assert.equal(c.ok, true, c.reason);
+  assert.deepEqual(c.images.map((i) => i.path), ['/b/exe', '/System/Volumes/Data/opt/lib.dylib']);
+  assert.deepEqual(c.system, []);
 });
 
 test('closure: fat runtime files resolve per CPU', (t) => {

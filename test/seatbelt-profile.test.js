@@ -316,3 +316,45 @@ test('the reference executor profile is deterministic and covers the system path
     assert.ok(name in index, name);
   }
 });
+
+test('random segment bytes never change the text (300 random requests of a fixed shape)', () => {
+  let s = 12345;
+  const rnd = () => {
+    s = (s * 1103515245 + 12345) >>> 0;
+    return s >>> 8;
+  };
+  // A segment: 1-12 random code points from a pool rich in SBPL syntax, never '/' or NUL,
+  // never '.' or '..' alone.
+  const pool = ['"', '\\', '(', ')', ';', ' ', '\n', '\t', '#', "'", '`', 'a', 'Z', '9', '.', 'é', '€', '😀', '*', '$', '='];
+  const segment = () => {
+    let out;
+    do {
+      out = '';
+      const n = 1 + (rnd() % 12);
+      for (let i = 0; i < n; i++) out += pool[rnd() % pool.length];
+    } while (out === '.' || out === '..');
+    return out;
+  };
+  const shape = (seg) => ({
+    policy: 'executor',
+    exec: `/${seg()}/${seg()}/node`,
+    runtimeFiles: [`/${seg()}/${seg()}/lib.dylib`],
+    program: `/${seg()}/${seg()}/program`,
+    input: `/${seg()}/${seg()}/input`,
+  });
+  let i = 0;
+  const plain = () => `p${i++}`;
+  const reference = build(shape(plain)).text;
+  for (let k = 0; k < 300; k++) {
+    const req = shape(segment);
+    const r = buildSeatbeltProfile(req);
+    // Distinct top-level directories may collide by chance and share ancestors; only
+    // requests of exactly the reference's shape must give exactly its text.
+    if (!r.ok) assert.fail(r.reason);
+    const tops = new Set([req.exec, req.runtimeFiles[0], req.program, req.input].map((p) => p.split('/')[1]));
+    const seconds = new Set([req.exec, req.runtimeFiles[0], req.program, req.input].map((p) => p.split('/').slice(0, 3).join('/')));
+    if (tops.size === 4 && seconds.size === 4) assert.equal(r.text, reference);
+    assert.equal(r.text.includes('/'), false);
+    assert.equal(r.instantiated, instantiated(r.text, r.params));
+  }
+});

@@ -22,9 +22,17 @@ export const MAX_VISITS = 4096;
 
 const DEPENDENCY_KINDS = new Set(['load', 'weak', 'reexport', 'upward']);
 
+/** Under /System/ but not sealed system content: /System/Volumes/Data is the user data
+ * volume (firmlinked to /Users, /opt, ...), so nothing under /System/Volumes/ is treated as
+ * a system library; such a path must exist on disk and is pinned like any other. */
+const NOT_SYSTEM_PREFIXES = Object.freeze(['/System/Volumes/']);
+
 /** True when `p` is lexically a system location ('..' segments are not resolved here). */
 export function isSystemPath(p) {
-  return SYSTEM_PREFIXES.some((prefix) => p.startsWith(prefix));
+  return (
+    SYSTEM_PREFIXES.some((prefix) => p.startsWith(prefix)) &&
+    !NOT_SYSTEM_PREFIXES.some((prefix) => p.startsWith(prefix))
+  );
 }
 
 function hasDotSegment(p) {
