@@ -67,21 +67,15 @@ static const struct fixed_path device_paths[] = {
 };
 
 /* sysctl names are not paths: they are policy, written into the text. Read-only, and
- * never kern.proc.* or kern.procargs*, which describe other processes. */
+ * never kern.proc.* or kern.procargs*, which describe other processes (nor the host
+ * name). The list is what node and common tools read at start; it has not yet been
+ * measured on macOS, and a missing name only fails closed (EPERM). */
 static const char *const sysctl_prefixes[] = {"hw.", "machdep.cpu."};
 static const char *const sysctl_names[] = {
-    "kern.osrelease",
-    "kern.ostype",
-    "kern.osversion",
-    "kern.osproductversion",
-    "kern.version",
-    "kern.hostname",
-    "kern.argmax",
-    "kern.maxfilesperproc",
-    "kern.usrstack64",
-    "kern.boottime",
-    "sysctl.proc_translated",
-    "kern.secure_kernel",
+    "kern.osrelease",         "kern.ostype",        "kern.osversion",
+    "kern.osproductversion",  "kern.version",       "kern.argmax",
+    "kern.maxfilesperproc",   "kern.usrstack64",    "kern.boottime",
+    "sysctl.proc_translated", "kern.secure_kernel",
 };
 
 /* Mach services the command runner's tools need for user lookups (getpwuid): the same
