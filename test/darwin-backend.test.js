@@ -49,17 +49,9 @@ async function runConfined(b, ns, entry, args = []) {
   const exec = fs.realpathSync(process.execPath);
   const c = b.resolveClosure({ executable: exec, cpu: b.machoCpu(), host: b.fsHost(), parse: b.native.machoParse });
   assert.equal(c.ok, true, c.reason);
-  const runtimeFiles = [
-    ...c.images.filter((i) => i.role === 'library').map((i) => i.path),
-    ...c.aliases.map((a) => a.link).filter((l) => !l.split('/').includes('..')),
-  ];
-  const p = b.buildSeatbeltProfile({
-    policy: 'executor',
-    exec,
-    runtimeFiles,
-    program: path.join(ns, 'program'),
-    input: path.join(ns, 'input'),
-  });
+  const p = b.buildSeatbeltProfile(
+    b.executorProfileRequest({ closure: c, program: path.join(ns, 'program'), input: path.join(ns, 'input') }),
+  );
   assert.equal(p.ok, true, p.reason);
   const home = path.join(ns, 'home');
   const { file, argv } = b.executorLaunchArgv({

@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { native } from '../lib/native.js';
 import { resolveClosure, fsHost } from '../lib/darwin/closure.js';
+import { buildSeatbeltProfile, executorProfileRequest } from '../lib/darwin/profile.js';
 import {
   CPU,
   LC,
@@ -382,6 +383,12 @@ test('closure: @rpath over the loading chain, @loader_path, @executable_path, sy
     { link: '/opt/app/bin/../lib/libuv.dylib', target: '/opt/app/lib/libuv.1.dylib' },
   ]);
   for (const a of c.aliases) assert.equal(fs.realpathSync(root + a.link), root + a.target);
+  // The executor's profile request: libraries and plain alias links, never a '..' spelling.
+  const req = executorProfileRequest({ closure: c, program: '/ns/program', input: '/ns/input' });
+  assert.equal(req.exec, '/opt/app/bin/node');
+  assert.deepEqual([...req.runtimeFiles], c.images.slice(1).map((i) => i.path));
+  const built = buildSeatbeltProfile(req);
+  assert.equal(built.ok, true, built.reason);
   assert.equal(c.weakAbsent.length, 1);
   assert.equal(c.weakAbsent[0].name, '@rpath/libmissing.dylib');
   assert.deepEqual(c.weakAbsent[0].tried, ['/opt/app/bin/../lib/libmissing.dylib', '/opt/extra/libmissing.dylib']);
@@ -481,6 +488,8 @@ test('closure: cycles terminate; symlinked executable with @executable_path acro
   assert.deepEqual(ok.images.map((i) => i.path), ['/c/bin/exe', '/c/bin/libA.dylib', '/c/bin/libB.dylib']);
   const sameDir = closureOf(root, '/c/bin/same');
   assert.equal(sameDir.ok, true, sameDir.reason);
+  const withLink = closureOf(root, '/c/bin/exe');
+  assert.deepEqual(withLink.aliases, []);
   assert.deepEqual(sameDir.aliases.map((a) => ({ ...a })), [{ link: '/c/bin/same', target: '/c/bin/exe' }]);
   const linked = closureOf(root, '/usr/local/bin/exe');
   assert.equal(linked.ok, false);
@@ -497,6 +506,26 @@ test('closure: a library under /System/Volumes/Data is pinned like any other fil
   assert.equal(c.ok, true, c.reason);
   assert.deepEqual(c.images.map((i) => i.path), ['/b/exe', '/System/Volumes/Data/opt/lib.dylib']);
   assert.deepEqual(c.system, []);
+});
+
+test('closure: a plain symlink alias is kept for the profile; the executable is not a runtime file', (t) => {
+  const root = fakeRoot(
+    {
+      '/h/Cellar/node/26/bin/node': executable({ deps: [{ name: '/h/opt/icu/lib/libicuuc.77.dylib' }] }),
+      '/h/Cellar/icu/77/lib/libicuuc.77.dylib': dylib({ id: '/h/opt/icu/lib/libicuuc.77.dylib' }),
+    },
+    { '/h/opt/icu': '../Cellar/icu/77', '/h/bin/node': '../Cellar/node/26/bin/node' },
+  );
+  t.after(() => fs.rmSync(root, { recursive: true, force: true }));
+  const c = closureOf(root, '/h/bin/node');
+  assert.equal(c.ok, true, c.reason);
+  assert.deepEqual(c.aliases.map((a) => ({ ...a })), [
+    { link: '/h/bin/node', target: '/h/Cellar/node/26/bin/node' },
+    { link: '/h/opt/icu/lib/libicuuc.77.dylib', target: '/h/Cellar/icu/77/lib/libicuuc.77.dylib' },
+  ]);
+  const req = executorProfileRequest({ closure: c, program: '/ns/program', input: '/ns/input' });
+  assert.equal(req.exec, '/h/Cellar/node/26/bin/node');
+  assert.deepEqual([...req.runtimeFiles], ['/h/Cellar/icu/77/lib/libicuuc.77.dylib', '/h/opt/icu/lib/libicuuc.77.dylib']);
 });
 
 test('closure: fat runtime files resolve per CPU', (t) => {

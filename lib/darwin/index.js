@@ -2,7 +2,7 @@
 // file-system access as a callback, so it loads and is unit-tested on Linux; only
 // test/darwin-backend.test.js runs sandbox-exec, on macOS.
 export { resolveClosure, fsHost, isSystemPath, machoCpu, SYSTEM_PREFIXES, DYLD_PATH } from './closure.js';
-export { buildSeatbeltProfile, referenceExecutorProfile } from './profile.js';
+export { buildSeatbeltProfile, referenceExecutorProfile, executorProfileRequest } from './profile.js';
 export { commandSeatbeltRequest, commandSeatbeltProfile } from './command.js';
 export {
   TOOL_PATHS,

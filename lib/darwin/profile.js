@@ -39,3 +39,29 @@ export function referenceExecutorProfile() {
     input: '/NAMESPACE/input',
   });
 }
+
+/**
+ * The executor's profile request from a resolved closure (resolveClosure) and the two
+ * snapshot directories (real paths). Runtime files: every library image, plus each alias
+ * link that is a plain path (a symlink dyld opens; Seatbelt checks resolved paths, so the
+ * target's literal is what grants the read, and the link's literal costs nothing). Alias
+ * spellings with '..' are left out: they resolve to an image already listed.
+ */
+export function executorProfileRequest({ closure, program, input }) {
+  if (!closure?.ok) throw new TypeError('executorProfileRequest needs a resolved closure');
+  const runtimeFiles = [
+    ...closure.images.filter((i) => i.role === 'library').map((i) => i.path),
+    // The launch executes the real path, so a link to the executable is never opened.
+    ...closure.aliases
+      .filter((a) => a.target !== closure.executable)
+      .map((a) => a.link)
+      .filter((l) => !l.split('/').includes('..') && !l.split('/').includes('.')),
+  ];
+  return Object.freeze({
+    policy: 'executor',
+    exec: closure.executable,
+    runtimeFiles: Object.freeze([...new Set(runtimeFiles)]),
+    program,
+    input,
+  });
+}
