@@ -6,7 +6,7 @@
 static napi_value init(napi_env env, napi_value exports) {
   if (!confined_snapshot_init(env, exports) || !confined_runtime_init(env, exports) ||
       !confined_macho_init(env, exports) || !confined_namespace_init(env, exports) ||
-      !confined_launch_init(env, exports))
+      !confined_launch_init(env, exports) || !confined_seatbelt_init(env, exports))
     return NULL;
   return exports;
 }

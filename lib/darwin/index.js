@@ -1,0 +1,13 @@
+// The macOS (Seatbelt) backend's building blocks. Everything here is pure or takes its
+// file-system access as a callback, so it loads and is unit-tested on Linux; only
+// test/darwin-backend.test.js runs sandbox-exec, on macOS.
+export { resolveClosure, fsHost, isSystemPath, machoCpu, SYSTEM_PREFIXES, DYLD_PATH } from './closure.js';
+export { buildSeatbeltProfile, referenceExecutorProfile, executorProfileRequest } from './profile.js';
+export { commandSeatbeltRequest, commandSeatbeltProfile } from './command.js';
+export {
+  TOOL_PATHS,
+  LAUNCH_SCRIPT,
+  checkTools,
+  executorLaunchArgv,
+  commandLaunchArgv,
+} from './launch.js';

@@ -1,0 +1,194 @@
+// The Seatbelt backend for real: sandbox-exec runs of a hello program, a denied write and
+// a denied network connect, each judged from the host side and paired with an
+// unconfined control that shows the probe works. macOS only: elsewhere every test is
+// reported as skipped with the reason.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+const SKIP =
+  process.platform !== 'darwin'
+    ? `requires macOS with /usr/bin/sandbox-exec (this host is ${process.platform})`
+    : !fs.existsSync('/usr/bin/sandbox-exec')
+      ? 'requires /usr/bin/sandbox-exec (absent on this Mac)'
+      : false;
+
+// Loaded lazily so that this file only needs the addon where it runs.
+async function backend() {
+  const { native } = await import('../lib/native.js');
+  const closure = await import('../lib/darwin/closure.js');
+  const profile = await import('../lib/darwin/profile.js');
+  const launch = await import('../lib/darwin/launch.js');
+  const command = await import('../lib/darwin/command.js');
+  return { native, ...closure, ...profile, ...launch, ...command };
+}
+
+function collect(child) {
+  const out = { stdout: '', stderr: '', control: '' };
+  child.stdout.setEncoding('utf8').on('data', (d) => (out.stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d) => (out.stderr += d));
+  child.stdio[3]?.setEncoding('utf8').on('data', (d) => (out.control += d));
+  return new Promise((resolve) => child.on('close', (code, signal) => resolve({ ...out, code, signal })));
+}
+
+/** A private namespace with program/ and input/ holding `files` (name -> text). */
+function namespace(t, programFiles, inputFiles = {}) {
+  const ns = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'confined-darwin-')));
+  t.after(() => fs.rmSync(ns, { recursive: true, force: true }));
+  for (const dir of ['program', 'input', 'home']) fs.mkdirSync(path.join(ns, dir), { mode: 0o700 });
+  for (const [name, text] of Object.entries(programFiles)) fs.writeFileSync(path.join(ns, 'program', name), text);
+  for (const [name, text] of Object.entries(inputFiles)) fs.writeFileSync(path.join(ns, 'input', name), text);
+  return ns;
+}
+
+async function runConfined(b, ns, entry, args = []) {
+  const exec = fs.realpathSync(process.execPath);
+  const c = b.resolveClosure({ executable: exec, cpu: b.machoCpu(), host: b.fsHost(), parse: b.native.machoParse });
+  assert.equal(c.ok, true, c.reason);
+  const p = b.buildSeatbeltProfile(
+    b.executorProfileRequest({ closure: c, program: path.join(ns, 'program'), input: path.join(ns, 'input') }),
+  );
+  assert.equal(p.ok, true, p.reason);
+  const home = path.join(ns, 'home');
+  const { file, argv } = b.executorLaunchArgv({
+    profile: p,
+    exec,
+    args: [path.join(ns, 'program', entry), ...args],
+    env: { LC_ALL: 'C', TZ: 'UTC', HOME: home, TMPDIR: home, OPENSSL_CONF: '/dev/null' },
+    cpuSeconds: 10,
+    maxDescriptors: 64,
+  });
+  const child = spawn(file, argv.slice(1), {
+    argv0: argv[0],
+    cwd: path.join(ns, 'input'),
+    env: {},
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+  });
+  return collect(child);
+}
+
+async function runUnconfined(ns, entry, args = []) {
+  const child = spawn(process.execPath, [path.join(ns, 'program', entry), ...args], {
+    cwd: path.join(ns, 'input'),
+    stdio: ['ignore', 'pipe', 'pipe', 'ignore'],
+  });
+  return collect(child);
+}
+
+test('host tools pass the checks on this Mac', { skip: SKIP }, async () => {
+  const b = await backend();
+  const r = b.checkTools(fs.lstatSync);
+  assert.equal(r.ok, true, r.problems.join('; '));
+});
+
+test('the closure of this node holds every direct dependency otool -L lists', { skip: SKIP || (!fs.existsSync('/usr/bin/otool') && 'needs /usr/bin/otool') }, async () => {
+  const b = await backend();
+  const { execFileSync } = await import('node:child_process');
+  const exec = fs.realpathSync(process.execPath);
+  const c = b.resolveClosure({ executable: exec, cpu: b.machoCpu(), host: b.fsHost(), parse: b.native.machoParse });
+  assert.equal(c.ok, true, c.reason);
+  const names = execFileSync('/usr/bin/otool', ['-L', exec], { encoding: 'utf8' })
+    .split('\n')
+    .slice(1)
+    .map((l) => l.trim().split(' (')[0])
+    .filter(Boolean);
+  for (const n of names.filter((x) => x.startsWith('/usr/lib/') || x.startsWith('/System/'))) {
+    assert.ok(c.system.includes(n), `${n} is listed as a system library`);
+  }
+  const nonSystem = names.filter((x) => !x.startsWith('/usr/lib/') && !x.startsWith('/System/') && !x.startsWith('@'));
+  for (const n of nonSystem) {
+    assert.ok(c.images.some((i) => i.path === fs.realpathSync(n)), `${n} is in the closure`);
+  }
+});
+
+test('hello runs under sandbox-exec and the launch reports the limits', { skip: SKIP }, async (t) => {
+  const b = await backend();
+  const ns = namespace(t, { 'main.mjs': "console.log('hello from the sandbox')\n" });
+  const r = await runConfined(b, ns, 'main.mjs');
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, 'hello from the sandbox\n');
+  assert.match(r.control, /^cpu soft 10\ncpu hard 10\ndescriptors soft 64\ndescriptors hard 64\ncore soft 0\ncore hard 0\nfile soft 0\nfile hard 0\n/);
+});
+
+const WRITE_PROBE = `
+import fs from 'node:fs';
+const target = process.argv[2];
+try { fs.writeFileSync(target, 'written'); console.log('wrote'); }
+catch (e) { console.log('denied ' + e.code); }
+`;
+
+test('cannot write into the input, home or /tmp (unconfined control writes)', { skip: SKIP }, async (t) => {
+  const b = await backend();
+  const ns = namespace(t, { 'write.mjs': WRITE_PROBE });
+  const tmpTarget = fs.realpathSync(os.tmpdir());
+  for (const target of [
+    path.join(ns, 'input', 'out.txt'),
+    path.join(ns, 'home', 'out.txt'),
+    path.join(tmpTarget, `confined-probe-${process.pid}.txt`),
+  ]) {
+    const r = await runConfined(b, ns, 'write.mjs', [target]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^denied E(PERM|ACCES)/);
+    assert.equal(fs.existsSync(target), false, `${target} was not created (host-side check)`);
+  }
+  const control = path.join(ns, 'input', 'control.txt');
+  const u = await runUnconfined(ns, 'write.mjs', [control]);
+  assert.equal(u.stdout, 'wrote\n');
+  assert.equal(fs.readFileSync(control, 'utf8'), 'written');
+});
+
+const CONNECT_PROBE = `
+import net from 'node:net';
+const s = net.connect(Number(process.argv[2]), '127.0.0.1');
+s.on('connect', () => { console.log('connected'); s.end(); });
+s.on('error', (e) => console.log('denied ' + e.code));
+`;
+
+test('cannot connect to a listening loopback server (unconfined control connects)', { skip: SKIP }, async (t) => {
+  const b = await backend();
+  let accepted = 0;
+  const server = net.createServer((s) => {
+    accepted++;
+    s.end();
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => server.close());
+  const port = String(server.address().port);
+  const ns = namespace(t, { 'connect.mjs': CONNECT_PROBE });
+  const r = await runConfined(b, ns, 'connect.mjs', [port]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^denied E/);
+  assert.equal(accepted, 0, 'the server saw no connection (host-side check)');
+  const u = await runUnconfined(ns, 'connect.mjs', [port]);
+  assert.equal(u.stdout, 'connected\n');
+  assert.equal(accepted, 1);
+});
+
+test('command runner profile: rw mount writable, ro mount inside it not, network off', { skip: SKIP }, async (t) => {
+  const b = await backend();
+  const work = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'confined-cmd-')));
+  t.after(() => fs.rmSync(work, { recursive: true, force: true }));
+  fs.mkdirSync(path.join(work, 'vendor'));
+  const plan = b.commandSeatbeltProfile({
+    mounts: [
+      { path: work, mode: 'rw' },
+      { path: path.join(work, 'vendor'), mode: 'ro' },
+    ],
+    network: 'off',
+  });
+  assert.equal(plan.ok, true, plan.reason);
+  const { file, argv } = b.commandLaunchArgv({
+    profile: plan.profile,
+    command: '/bin/sh',
+    args: ['-c', 'echo ok > a.txt; echo no > vendor/b.txt; echo done'],
+    env: { PATH: '/usr/bin:/bin' },
+  });
+  const r = await collect(spawn(file, argv.slice(1), { cwd: work, env: {}, stdio: ['ignore', 'pipe', 'pipe'] }));
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(fs.readFileSync(path.join(work, 'a.txt'), 'utf8'), 'ok\n');
+  assert.equal(fs.existsSync(path.join(work, 'vendor', 'b.txt')), false);
+});
