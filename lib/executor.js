@@ -150,8 +150,15 @@ export class ConfinedExecutor {
       cwd: path.join(slot, 'input'),
       stage,
     });
-    if (profile.patched && profile.patch.argv) argv = profile.patch.argv(argv);
-    const filter = executorFilter();
+    let filter = executorFilter();
+    let stagedMounts = mounts;
+    // Test seam only (lib/testing.js, not exported by the package): a patched profile has its
+    // own digest, so a caller must pin it explicitly; production never sets one.
+    if (profile.patched) {
+      if (profile.patch.argv) argv = profile.patch.argv(argv);
+      if (profile.patch.filter) filter = profile.patch.filter(filter);
+      if (profile.patch.mounts) stagedMounts = profile.patch.mounts(mounts);
+    }
     const instantiatedText = JSON.stringify({ argv, seccomp: filter.toString('base64'), preload });
     const identities = {
       program: { digest: req.program.digest, entry: req.program.entry, args: req.program.args },
@@ -179,7 +186,13 @@ export class ConfinedExecutor {
     let proc;
     const startedAt = performance.now();
     try {
-      proc = spawnLauncher({ file: argv[0], argv, mounts, filter, staging: asRoot ? STAGING_DIR : null });
+      proc = spawnLauncher({
+        file: argv[0],
+        argv,
+        mounts: stagedMounts,
+        filter,
+        staging: asRoot ? STAGING_DIR : null,
+      });
     } catch (err) {
       return notStarted('setup-failed', `spawn failed: ${err.message}`, namespace.remove(manifest));
     }
