@@ -9,7 +9,7 @@ import { EXECUTOR_CHANNEL, REFUSAL_EXIT_CODE } from './constants.js';
 import { deepFreeze } from './freeze.js';
 import { signalName } from './signals.js';
 import { hostLaunchers, hostProblem } from './host.js';
-import { spawnLauncher, STAGING_DIR } from './launch.js';
+import { needsStaging, spawnLauncher, STAGING_DIR } from './launch.js';
 import * as namespace from './namespace.js';
 import { activeProfile, executorFilter, instantiatePreload } from './profile.js';
 import { verifyRuntime } from './runtime.js';
@@ -132,7 +132,7 @@ export class ConfinedExecutor {
     ];
     const mounts = [];
     const fileBinds = runtimeFiles.map((file, i) => {
-      if (!asRoot) return { source: file, target: file };
+      if (!asRoot || !needsStaging(file)) return { source: file, target: file };
       const staged = `${STAGING_DIR}/f${i}`;
       mounts.push({ source: file, target: staged, readonly: true, noexec: false, isFile: true });
       return { source: staged, target: file };

@@ -6,7 +6,8 @@
 //   0 stdin (read end; the host keeps the write end), 1 stdout, 2 stderr,
 //   3 control (stage limits report, then the program's admission record), 4 status (the
 //   stage's report of the program's wait status), 5 the seccomp program (read once).
-import { closeSync, writeSync } from 'node:fs';
+import { closeSync, statSync, writeSync } from 'node:fs';
+import path from 'node:path';
 import net from 'node:net';
 import { native } from './native.js';
 
@@ -14,6 +15,39 @@ import { native } from './native.js';
 export const UNPRIVILEGED_ID = 65534;
 /** Where the child mounts its private staging tmpfs (only in its own mount namespace). */
 export const STAGING_DIR = '/tmp';
+
+const reachable = new Map();
+/**
+ * Whether a root caller's launcher (uid 65534) must get `file` as a staged clone: when it lies
+ * under the staging directory (hidden by the staging tmpfs) or when uid 65534 could not reach
+ * it (a directory on the way without o+x, the file without o+r). If this answer goes stale,
+ * bwrap fails to bind and the run is refused: it never weakens confinement.
+ */
+export function needsStaging(file) {
+  if (file === STAGING_DIR || file.startsWith(`${STAGING_DIR}/`)) return true;
+  let answer = reachable.get(file);
+  if (answer === undefined) {
+    answer = false;
+    try {
+      if ((statSync(file).mode & 0o004) === 0) answer = true;
+      for (let dir = path.dirname(file); !answer; dir = path.dirname(dir)) {
+        if ((statSync(dir).mode & 0o001) === 0) answer = true;
+        if (dir === '/') break;
+      }
+    } catch {
+      answer = true;
+    }
+    reachable.set(file, answer);
+  }
+  return answer;
+}
+
+let idmapUserns = -1;
+/** The user namespace of root callers' idmapped mounts, made once per process. */
+function sharedIdmapUserns() {
+  if (idmapUserns < 0) idmapUserns = native.idmapUserns(UNPRIVILEGED_ID, UNPRIVILEGED_ID);
+  return idmapUserns;
+}
 
 function readable(fd) {
   const socket = new net.Socket({ fd, readable: true, writable: false });
@@ -47,6 +81,7 @@ export function spawnLauncher(plan) {
       envp: [],
       staging: plan.staging ?? null,
       mounts: plan.mounts,
+      idmapUserns: process.geteuid() === 0 && plan.mounts.length > 0 ? sharedIdmapUserns() : -1,
       dropUid: UNPRIVILEGED_ID,
       dropGid: UNPRIVILEGED_ID,
       fds: [stdinRead, stdoutWrite, stderrWrite, controlWrite, statusWrite, filterRead],

@@ -150,6 +150,10 @@ static napi_value js_spawn(napi_env env, napi_callback_info info) {
       b = false;
     mounts[i].is_file = b;
   }
+  int64_t userns = -1;
+  if (!get_int_prop(env, plan_obj, "idmapUserns", &userns))
+    goto out;
+  plan.idmap_userns = (int)userns;
   if (!get_int_prop(env, plan_obj, "dropUid", &drop_uid) ||
       !get_int_prop(env, plan_obj, "dropGid", &drop_gid))
     goto out;
@@ -351,6 +355,21 @@ static napi_value js_unref(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* idmapUserns(uid, gid) -> fd of a user namespace mapping 0 to uid/gid (for root callers'
+ * idmapped stage mounts; made once per process by lib/launch.js). */
+static napi_value js_idmap_userns(napi_env env, napi_callback_info info) {
+  napi_value argv[2], out;
+  int64_t uid, gid;
+  if (!confined_get_args(env, info, 2, argv) || !confined_get_int64(env, argv[0], "uid", &uid) ||
+      !confined_get_int64(env, argv[1], "gid", &gid))
+    return NULL;
+  int fd = confined_idmap_userns((uid_t)uid, (gid_t)gid);
+  if (fd < 0)
+    return confined_throw_error(env, "idmap", strerror(errno));
+  NAPI_CALL(env, napi_create_int32(env, fd, &out));
+  return out;
+}
+
 /* pipe() -> [readFd, writeFd], both close-on-exec (the spawn dup2s what the child keeps). */
 static napi_value js_pipe(napi_env env, napi_callback_info info) {
   int fds[2];
@@ -402,6 +421,7 @@ bool confined_launch_init(napi_env env, napi_value exports) {
          confined_export(env, exports, "kill", js_kill) &&
          confined_export(env, exports, "unref", js_unref) &&
          confined_export(env, exports, "pipe", js_pipe) &&
+         confined_export(env, exports, "idmapUserns", js_idmap_userns) &&
          confined_export(env, exports, "seccompFilter", js_seccomp_filter);
 }
 

@@ -41,6 +41,7 @@ struct spawn_plan {
    * are stored as root's). When not root, the child maps its own uid in a new user namespace. */
   uid_t drop_uid;
   gid_t drop_gid;
+  int idmap_userns; /* a user namespace from confined_idmap_userns, or -1 to make one */
   /* The launcher's descriptors 0..SPAWN_FDS-1; -1 means /dev/null is not opened: the slot
    * stays closed. */
   int fds[SPAWN_FDS];
@@ -51,6 +52,11 @@ struct spawn_error {
   const char *step;
   int err;
 };
+
+/* A user namespace whose uid/gid 0 is the given host uid/gid, for idmapped mounts: root-owned
+ * files then appear owned by that uid. Made by a short-lived child (async-signal-safe: usable
+ * between fork and exec too). Returns a close-on-exec descriptor or -1 with errno set. */
+int confined_idmap_userns(uid_t uid, gid_t gid);
 
 /* Forks and execs the plan. On success returns 0 and sets *pid and *pidfd (close-on-exec).
  * On failure returns -1 and fills *error; no child is left (it was reaped). */

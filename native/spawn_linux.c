@@ -23,6 +23,8 @@
 
 /* The child reports a failure on this descriptor: the step index and errno. */
 #define ERROR_FD SPAWN_FDS
+/* The shared idmap user namespace (close-on-exec) while the child prepares mounts. */
+#define USERNS_FD (SPAWN_FDS + 1)
 
 static const char *const step_names[] = {
     "signals", "session",   "descriptors", "userns",  "uid_map",   "mountns", "private-root",
@@ -96,7 +98,7 @@ static int write_map(const char *path, unsigned long inside, unsigned long outsi
 
 /* A user namespace whose uid/gid 0 is the host's drop uid/gid, for idmapped mounts: root-owned
  * files then appear owned by the drop uid. Made by a short-lived grandchild. */
-static int make_idmap_userns(uid_t uid, gid_t gid) {
+int confined_idmap_userns(uid_t uid, gid_t gid) {
   int ready[2], hold[2];
   if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(hold, O_CLOEXEC) != 0)
     return -1;
@@ -139,12 +141,13 @@ static int make_idmap_userns(uid_t uid, gid_t gid) {
   return fd;
 }
 
-static void stage_mounts(const struct spawn_plan *p, bool root) {
+static void stage_mounts(const struct spawn_plan *p, bool root, int shared_userns) {
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
     fail(STEP_PRIVATE);
   int userns = -1;
   if (root && p->nmounts > 0) {
-    userns = make_idmap_userns(p->drop_uid, p->drop_gid);
+    /* Made once per host process when the caller passes it (a fork saved per run). */
+    userns = shared_userns >= 0 ? shared_userns : confined_idmap_userns(p->drop_uid, p->drop_gid);
     if (userns < 0)
       fail(STEP_IDMAP);
   }
@@ -197,24 +200,36 @@ static void stage_mounts(const struct spawn_plan *p, bool root) {
 }
 
 static void child_main(const struct spawn_plan *p, pid_t parent, int error_fd) {
-  /* Descriptors first, so that fail() can report: move everything above the target range,
-   * then into place. dup2 clears close-on-exec on the targets; the rest is closed. */
-  int high[SPAWN_FDS + 1];
+  /* Descriptors first, so that fail() can report; dup2 clears close-on-exec on the targets and
+   * everything else is closed. Every descriptor we keep is first copied above the range we fill
+   * (0..USERNS_FD), so that no placement can clobber a source that is still to be placed. */
+  enum { HIGH = USERNS_FD + 1 };
+  int high[SPAWN_FDS];
   for (int i = 0; i < SPAWN_FDS; i++) {
-    high[i] = p->fds[i] < 0 ? -1 : fcntl(p->fds[i], F_DUPFD_CLOEXEC, SPAWN_FDS + 1);
+    high[i] = p->fds[i] < 0 ? -1 : fcntl(p->fds[i], F_DUPFD_CLOEXEC, HIGH);
     if (p->fds[i] >= 0 && high[i] < 0)
       _exit(127);
   }
-  high[SPAWN_FDS] = fcntl(error_fd, F_DUPFD_CLOEXEC, SPAWN_FDS + 1);
-  if (high[SPAWN_FDS] < 0 || dup3(high[SPAWN_FDS], ERROR_FD, O_CLOEXEC) < 0)
+  int high_error = fcntl(error_fd, F_DUPFD_CLOEXEC, HIGH);
+  int high_userns = p->idmap_userns < 0 ? -1 : fcntl(p->idmap_userns, F_DUPFD_CLOEXEC, HIGH);
+  if (high_error < 0 || dup3(high_error, ERROR_FD, O_CLOEXEC) < 0)
     _exit(127);
+  /* The shared idmap user namespace, if given, sits right after the error pipe. */
+  int shared_userns = -1;
+  if (p->idmap_userns >= 0) {
+    if (high_userns < 0 || dup3(high_userns, USERNS_FD, O_CLOEXEC) < 0)
+      fail(STEP_FDS);
+    shared_userns = USERNS_FD;
+  } else {
+    close(USERNS_FD);
+  }
   for (int i = 0; i < SPAWN_FDS; i++) {
     if (high[i] < 0)
       close(i);
     else if (dup2(high[i], i) < 0)
       fail(STEP_FDS);
   }
-  if (syscall(SYS_close_range, ERROR_FD + 1, ~0U, 0) != 0)
+  if (syscall(SYS_close_range, USERNS_FD + 1, ~0U, 0) != 0)
     fail(STEP_FDS);
 
   /* node ignores SIGPIPE and blocks some signals; an exec keeps ignored dispositions and the
@@ -252,7 +267,7 @@ static void child_main(const struct spawn_plan *p, pid_t parent, int error_fd) {
           write_map("/proc/self/gid_map", gid, gid) != 0)
         fail(STEP_UIDMAP);
     }
-    stage_mounts(p, root);
+    stage_mounts(p, root, shared_userns);
   }
   if (root) {
     /* Never run the launcher as host root: bwrap would keep uid 0 (research section 1). Raw
