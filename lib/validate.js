@@ -97,6 +97,15 @@ function readArgs(value) {
   return freeze(args);
 }
 
+/** `signal instanceof AbortSignal`, false when that check throws (a revoked Proxy). */
+function isAbortSignal(signal) {
+  try {
+    return signal instanceof AbortSignal;
+  } catch {
+    return false;
+  }
+}
+
 /** Copies a snapshot and checks its digest against the caller's (a mismatch is invalid). */
 function readSnapshot(files, digest, name) {
   const snapshot = copySnapshot(files, `${REQUEST_PREFIX}${name}.`);
@@ -150,9 +159,7 @@ export function validateRunRequest(request, signal) {
   }
   const inputSnapshot = readSnapshot(input.files, inputDigest, 'input');
 
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new TypeError(SIGNAL_MESSAGE);
-  }
+  if (signal !== undefined && !isAbortSignal(signal)) throw new TypeError(SIGNAL_MESSAGE);
 
   return freeze({
     runtime,
