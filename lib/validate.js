@@ -155,7 +155,8 @@ export function validateRunRequest(request, signal) {
 
   const programSnapshot = readSnapshot(program.files, programDigest, 'program');
   if (!programSnapshot.files.some((file) => file.path === entry)) {
-    throw new TypeError(`${P}program.entry ${JSON.stringify(entry)} is not a program file`);
+    const shown = entry.length > 256 ? `${entry.slice(0, 256)}...` : entry;
+    throw new TypeError(`${P}program.entry ${JSON.stringify(shown)} is not a program file`);
   }
   const inputSnapshot = readSnapshot(input.files, inputDigest, 'input');
 
