@@ -4,12 +4,35 @@
 // and could answer differently on a second read, so it is refused rather than called. The
 // descriptors come from Reflect.getOwnPropertyDescriptor, so a Proxy is read through exactly
 // one getOwnPropertyDescriptor trap per field (and one ownKeys trap per object), never `get`.
+//
+// Every reflective operation on a caller's value goes through `reflect`: a Proxy trap that
+// throws (or a revoked Proxy) makes the value unreadable, which is an invalid value, so it
+// becomes a TypeError with the caller's prefix (the original error as `cause`, unread).
 
-const { getOwnPropertyDescriptor, getPrototypeOf, ownKeys } = Reflect;
+const { apply } = Reflect;
 const { hasOwn } = Object;
-const { isArray } = Array;
+const Reflection = Object.freeze({
+  isArray: Array.isArray,
+  getPrototypeOf: Reflect.getPrototypeOf,
+  ownKeys: Reflect.ownKeys,
+  getOwnPropertyDescriptor: Reflect.getOwnPropertyDescriptor,
+});
 const ObjectPrototype = Object.prototype;
 const ArrayPrototype = Array.prototype;
+
+function reflect(where, operation, ...args) {
+  try {
+    return apply(operation, undefined, args);
+  } catch (error) {
+    throw new TypeError(`${where} cannot be read`, { cause: error });
+  }
+}
+
+const isArray = (value, where) => reflect(where, Reflection.isArray, value);
+const getPrototypeOf = (value, where) => reflect(where, Reflection.getPrototypeOf, value);
+const ownKeys = (value, where) => reflect(where, Reflection.ownKeys, value);
+const getOwnPropertyDescriptor = (value, key, where) =>
+  reflect(where, Reflection.getOwnPropertyDescriptor, value, key);
 
 function describeKey(key) {
   return typeof key === 'symbol' ? key.toString() : JSON.stringify(key);
@@ -17,7 +40,7 @@ function describeKey(key) {
 
 /** The value of one own data property (descriptor read once); throws for an accessor. */
 function readOwnData(object, key, where) {
-  const descriptor = getOwnPropertyDescriptor(object, key);
+  const descriptor = getOwnPropertyDescriptor(object, key, where);
   if (descriptor === undefined) throw new TypeError(`${where} is missing`);
   if (!hasOwn(descriptor, 'value')) throw new TypeError(`${where} is an accessor property`);
   return descriptor.value;
@@ -30,15 +53,15 @@ function readOwnData(object, key, where) {
  * messages start with `fieldPrefix` and the key (by default `where` and a dot).
  */
 export function readRecord(value, where, allowed, required, fieldPrefix = `${where}.`) {
-  if (value === null || typeof value !== 'object' || isArray(value)) {
+  if (value === null || typeof value !== 'object' || isArray(value, where)) {
     throw new TypeError(`${where} must be a plain object`);
   }
-  const prototype = getPrototypeOf(value);
+  const prototype = getPrototypeOf(value, where);
   if (prototype !== ObjectPrototype && prototype !== null) {
     throw new TypeError(`${where} must be a plain object`);
   }
   const record = { __proto__: null };
-  for (const key of ownKeys(value)) {
+  for (const key of ownKeys(value, where)) {
     if (typeof key !== 'string' || !allowed.includes(key)) {
       throw new TypeError(`${where} has an unexpected key ${describeKey(key)}`);
     }
@@ -64,7 +87,7 @@ function isIndex(key, length) {
  * work a huge array can cause.
  */
 export function readArray(value, where, readLimit) {
-  if (!isArray(value) || getPrototypeOf(value) !== ArrayPrototype) {
+  if (!isArray(value, where) || getPrototypeOf(value, where) !== ArrayPrototype) {
     throw new TypeError(`${where} must be a plain array`);
   }
   const length = readOwnData(value, 'length', `${where}.length`);
@@ -74,7 +97,7 @@ export function readArray(value, where, readLimit) {
   }
   const count = Math.min(length, readLimit);
   if (length <= readLimit) {
-    for (const key of ownKeys(value)) {
+    for (const key of ownKeys(value, where)) {
       if (key !== 'length' && !isIndex(key, length)) {
         throw new TypeError(`${where} has an unexpected key ${describeKey(key)}`);
       }
@@ -82,7 +105,7 @@ export function readArray(value, where, readLimit) {
   }
   const elements = [];
   for (let i = 0; i < count; i++) {
-    const descriptor = getOwnPropertyDescriptor(value, String(i));
+    const descriptor = getOwnPropertyDescriptor(value, String(i), `${where}[${i}]`);
     if (descriptor === undefined) throw new TypeError(`${where}[${i}] is a hole`);
     if (!hasOwn(descriptor, 'value')) throw new TypeError(`${where}[${i}] is an accessor property`);
     elements.push(descriptor.value);

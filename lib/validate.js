@@ -97,6 +97,15 @@ function readArgs(value) {
   return freeze(args);
 }
 
+/** `signal instanceof AbortSignal`, false when that check throws (a revoked Proxy). */
+function isAbortSignal(signal) {
+  try {
+    return signal instanceof AbortSignal;
+  } catch {
+    return false;
+  }
+}
+
 /** Copies a snapshot and checks its digest against the caller's (a mismatch is invalid). */
 function readSnapshot(files, digest, name) {
   const snapshot = copySnapshot(files, `${REQUEST_PREFIX}${name}.`);
@@ -146,13 +155,12 @@ export function validateRunRequest(request, signal) {
 
   const programSnapshot = readSnapshot(program.files, programDigest, 'program');
   if (!programSnapshot.files.some((file) => file.path === entry)) {
-    throw new TypeError(`${P}program.entry ${JSON.stringify(entry)} is not a program file`);
+    const shown = entry.length > 256 ? `${entry.slice(0, 256)}...` : entry;
+    throw new TypeError(`${P}program.entry ${JSON.stringify(shown)} is not a program file`);
   }
   const inputSnapshot = readSnapshot(input.files, inputDigest, 'input');
 
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new TypeError(SIGNAL_MESSAGE);
-  }
+  if (signal !== undefined && !isAbortSignal(signal)) throw new TypeError(SIGNAL_MESSAGE);
 
   return freeze({
     runtime,

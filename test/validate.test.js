@@ -577,3 +577,59 @@ test('signal: undefined or an AbortSignal, else the exact TypeError', () => {
     null,
   );
 });
+
+test('a throwing or revoked Proxy anywhere is an invalid request, not a stray error', () => {
+  const boom = new Error('trap');
+  const throwing = (target, trap) =>
+    new Proxy(target, {
+      [trap]() {
+        throw boom;
+      },
+    });
+  const revoked = (target) => {
+    const { proxy, revoke } = Proxy.revocable(target, {});
+    revoke();
+    return proxy;
+  };
+  const cases = [
+    [(r) => throwing(r, 'ownKeys'), 'request cannot be read'],
+    [(r) => throwing(r, 'getPrototypeOf'), 'request cannot be read'],
+    [(r) => throwing(r, 'getOwnPropertyDescriptor'), 'runtime cannot be read'],
+    [(r) => revoked(r), 'request cannot be read'],
+    [(r) => ({ ...r, program: revoked(r.program) }), 'program cannot be read'],
+    [
+      (r) => ({ ...r, input: { ...r.input, files: throwing(r.input.files, 'ownKeys') } }),
+      'input.files cannot be read',
+    ],
+    [
+      (r) => ({ ...r, input: { ...r.input, files: [revoked(r.input.files[0])] } }),
+      'input.files[0] cannot be read',
+    ],
+    [
+      (r) => ({
+        ...r,
+        program: { ...r.program, args: throwing(r.program.args, 'getOwnPropertyDescriptor') },
+      }),
+      'program.args.length cannot be read',
+    ],
+  ];
+  for (const [make, message] of cases) {
+    assert.throws(
+      () => validateRunRequest(make(request())),
+      (error) => {
+        assert.equal(error.name, 'TypeError');
+        assert.equal(error.message, REQUEST + message);
+        assert.ok(error.cause === boom || error.cause instanceof TypeError);
+        return true;
+      },
+    );
+  }
+  assert.throws(() => validateExecutorOptions(revoked({ root: '/r' })), {
+    name: 'TypeError',
+    message: `${OPTIONS}options cannot be read`,
+  });
+  assert.throws(() => validateRunRequest(request(), revoked(new AbortController().signal)), {
+    name: 'TypeError',
+    message: 'signal must be an AbortSignal',
+  });
+});
