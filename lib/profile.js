@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { BWRAP_TEMPLATE } from './bwrap.js';
 import { CONFINED_ENVIRONMENT_KEYS, CONFINED_PROFILE, GO_BYTE, REFUSAL_EXIT_CODE } from './constants.js';
 import { deepFreeze } from './freeze.js';
+import { BWRAP_CANDIDATES, bwrapPath, stagePath } from './host.js';
 import { native, helperPath } from './native.js';
 
 /** The admission record the preload writes on fd 3. */
@@ -48,9 +49,13 @@ export function instantiatePreload(template, canary) {
   return template.replace('@@CANARY@@', JSON.stringify(canary));
 }
 
-/** Tool paths of the profile: what the host execs by absolute path. */
+/**
+ * Tool paths of the profile: what the host execs by absolute (real) path. The same resolution
+ * as lib/host.js, so the profile names exactly the files the runtime pins; where a tool is
+ * missing the first candidate is named (and run() refuses with unsupported-host).
+ */
 export function toolPaths() {
-  return { bwrap: '/usr/bin/bwrap', stage: helperPath('stage') };
+  return { bwrap: bwrapPath() ?? BWRAP_CANDIDATES[0], stage: stagePath() ?? helperPath('stage') };
 }
 
 let cachedFilter = null;
