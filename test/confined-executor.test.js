@@ -185,3 +185,187 @@ test('controllers sharing a root cannot exceed maxRetained: a slot claimed after
   assert.deepEqual(listing(root), ['slot-0']);
   assert.deepEqual(listing(path.join(root, 'slot-0')), [], "the other controller's slot is untouched");
 });
+
+// ---------------------------------------------------------------------------------------------
+// Pre-launch integrity and the last refusals before a process exists (invariant 4)
+
+/** Runs HELLO with `tamper(slot)` applied at the materialised event. */
+async function tamperedRun(t, tamper) {
+  const { base, root, executor } = makeRoot(t);
+  const mark = marker();
+  let slot = null;
+  onEvent(t, 'materialised', (m) => {
+    slot = m.namespace;
+    tamper(slot, base);
+  });
+  const result = await executor.run(request(`console.log(${JSON.stringify(mark)});\n`));
+  return { root, slot, result };
+}
+
+function assertQuarantinedBeforeLaunch({ root, slot, result }) {
+  assertNotStarted(result, 'snapshot-mismatch');
+  assert.equal(result.namespace.state, 'quarantined');
+  assert.equal(result.namespace.path, slot);
+  assert.equal(typeof result.namespace.reason, 'string');
+  // Preserved, slot included, and no process was started.
+  assert.deepEqual(listing(root), [path.basename(slot)]);
+  assert.deepEqual(listing(slot).sort(), ['canary', 'home', 'input', 'launch', 'program']);
+  assert.deepEqual(processesOf(process.pid, root), []);
+}
+
+test('snapshot-mismatch: a changed byte quarantines and preserves the namespace', async (t) => {
+  const run = await tamperedRun(t, (slot) => {
+    const file = path.join(slot, 'input', 'data.txt');
+    const content = fs.readFileSync(file);
+    content[0] ^= 1; // same size, same inode
+    fs.writeFileSync(file, content);
+  });
+  assertQuarantinedBeforeLaunch(run);
+  const kept = fs.readFileSync(path.join(run.slot, 'input', 'data.txt'), 'utf8');
+  assert.equal(kept, 'hnput data\n', 'the tampered content is preserved');
+});
+
+test('snapshot-mismatch: a hard link to a namespace file quarantines and preserves the namespace', async (t) => {
+  const run = await tamperedRun(t, (slot, base) => {
+    fs.linkSync(path.join(slot, 'program', 'main.mjs'), path.join(base, 'hard-link'));
+  });
+  assertQuarantinedBeforeLaunch(run);
+  assert.equal(fs.statSync(path.join(run.slot, 'program', 'main.mjs')).nlink, 2);
+});
+
+test('snapshot-mismatch: a swapped file quarantines and preserves the namespace', async (t) => {
+  let swappedIno = null;
+  const run = await tamperedRun(t, (slot, base) => {
+    // Same name, same bytes, same mode: only the inode differs.
+    const file = path.join(slot, 'program', 'main.mjs');
+    const st = fs.statSync(file);
+    const copy = path.join(base, 'swap');
+    fs.writeFileSync(copy, fs.readFileSync(file), { mode: st.mode & 0o777 });
+    fs.renameSync(copy, file);
+    swappedIno = fs.statSync(file).ino;
+    assert.notEqual(swappedIno, st.ino);
+  });
+  assertQuarantinedBeforeLaunch(run);
+  assert.equal(fs.statSync(path.join(run.slot, 'program', 'main.mjs')).ino, swappedIno);
+});
+
+test('aborted between materialise and spawn: not-started, the namespace removed', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const controller = new AbortController();
+  const seen = [];
+  onEvent(t, null, (m) => {
+    seen.push(m.event);
+    if (m.event === 'materialised') controller.abort();
+  });
+  const result = await executor.run(request(HELLO), controller.signal);
+  assertNotStarted(result, 'aborted');
+  assert.deepEqual(result.namespace, { state: 'removed', durable: true });
+  assert.deepEqual(seen, ['counted', 'materialised'], 'nothing was launched');
+  assertNothingLeft(root);
+});
+
+test('setup-failed when the spawn fails: the namespace is removed and nothing is left', async (t) => {
+  const { base, root, executor } = makeRoot(t);
+  const missing = path.join(base, 'no-such-bwrap');
+  const seen = [];
+  onEvent(t, null, (m) => seen.push(m.event));
+  const result = await withPatchedProfile(
+    { parts: { tools: { ...toolPaths(), bwrap: missing } } },
+    () => executor.run(request(HELLO)),
+  );
+  assertNotStarted(result, 'setup-failed');
+  assert.match(result.message, /spawn failed/);
+  assert.deepEqual(result.namespace, { state: 'removed', durable: true });
+  assert.deepEqual(seen, ['counted', 'materialised']);
+  assertNothingLeft(root);
+});
+
+// ---------------------------------------------------------------------------------------------
+// A program that runs (invariants 9, 11, 12)
+
+test('hello world: observed, attributable, exit 0, its stdout, namespace removed durably', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const result = await executor.run(request(HELLO));
+  assert.equal(result.status, 'observed', JSON.stringify(result.problems));
+  assert.equal(result.attributable, true);
+  assert.deepEqual(result.problems, []);
+  assert.equal(result.process.admission, 'admitted');
+  assert.deepEqual(result.process.exit, { code: 0, signal: null });
+  assert.equal(result.process.pipesClosed, true);
+  assert.equal(result.process.stopped, null);
+  assert.equal(result.process.killSent, false);
+  assert.equal(text(result).stdout, 'hello\n');
+  assert.equal(text(result).stderr, '');
+  assert.equal(result.process.outputBytes, 'hello\n'.length);
+  assert.deepEqual(result.namespace, { state: 'removed', durable: true });
+  assertNothingLeft(root);
+});
+
+test('the exit code is the program’s own: process.exit(3)', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const result = await executor.run(request('process.exit(3);\n'));
+  assert.equal(result.status, 'observed');
+  assert.equal(result.attributable, true);
+  assert.deepEqual(result.process.exit, { code: 3, signal: null });
+  assertNothingLeft(root);
+});
+
+test('stderr is collected separately from stdout', async (t) => {
+  const { executor } = makeRoot(t);
+  const result = await executor.run(
+    request('process.stderr.write("to stderr\\n"); process.stdout.write("to stdout\\n");\n'),
+  );
+  assert.equal(result.attributable, true);
+  assert.deepEqual(text(result), { stdout: 'to stdout\n', stderr: 'to stderr\n' });
+  assert.equal(result.process.outputBytes, 20);
+});
+
+test('args reach the program after its entry', async (t) => {
+  const { executor } = makeRoot(t);
+  const args = ['one', 'two words', '', '--flag=ü'];
+  const result = await executor.run(
+    request('console.log(JSON.stringify(process.argv.slice(2)));\n', { args }),
+  );
+  assert.equal(result.attributable, true);
+  assert.deepEqual(JSON.parse(text(result).stdout), args);
+  assert.deepEqual(result.identities.program.args, args);
+});
+
+test('the cwd is <namespace>/input and the input files are readable', async (t) => {
+  const { root, executor } = makeRoot(t);
+  let slot = null;
+  onEvent(t, 'materialised', (m) => (slot = m.namespace));
+  const input = { 'data.txt': 'input data\n', 'dir/nested.json': '{"n":1}\n' };
+  const result = await executor.run(
+    request(
+      `import fs from 'node:fs';
+console.log(JSON.stringify({ cwd: process.cwd(), data: fs.readFileSync('data.txt', 'utf8'),
+  nested: fs.readFileSync('dir/nested.json', 'utf8'), list: fs.readdirSync('.').sort() }));\n`,
+      { input },
+    ),
+  );
+  assert.equal(result.attributable, true, JSON.stringify(result.problems));
+  const seen = JSON.parse(text(result).stdout);
+  assert.equal(path.dirname(slot), root);
+  assert.equal(seen.cwd, path.join(slot, 'input'));
+  assert.equal(seen.data, input['data.txt']);
+  assert.equal(seen.nested, input['dir/nested.json']);
+  assert.deepEqual(seen.list, ['data.txt', 'dir']);
+});
+
+test('the environment is exactly the five names of invariant 11', async (t) => {
+  const { executor } = makeRoot(t);
+  let slot = null;
+  onEvent(t, 'materialised', (m) => (slot = m.namespace));
+  const result = await executor.run(request('console.log(JSON.stringify(process.env));\n'));
+  assert.equal(result.attributable, true);
+  const env = JSON.parse(text(result).stdout);
+  assert.deepEqual(Object.keys(env).sort(), [...CONFINED_ENVIRONMENT_KEYS].sort());
+  assert.deepEqual(env, {
+    LC_ALL: 'C',
+    TZ: 'UTC',
+    HOME: path.join(slot, 'home'),
+    TMPDIR: path.join(slot, 'home'),
+    OPENSSL_CONF: '/dev/null',
+  });
+});
