@@ -369,3 +369,225 @@ test('the environment is exactly the five names of invariant 11', async (t) => {
     OPENSSL_CONF: '/dev/null',
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Stop reasons (invariants 7, 8, 10)
+
+/** A program that prints `mark` and then stays alive until it is killed. */
+const lingering = (mark) => `console.log(${JSON.stringify(mark)});\nsetInterval(() => {}, 1000);\n`;
+
+function assertKilledAfterAdmission(result, stopped, mark) {
+  assert.equal(result.status, 'observed', JSON.stringify(result.problems));
+  assert.equal(result.process.stopped, stopped);
+  assert.equal(result.process.killSent, true);
+  assert.deepEqual(result.process.exit, { code: null, signal: 'SIGKILL' });
+  assert.equal(result.process.admission, 'admitted');
+  assert.equal(result.process.pipesClosed, true);
+  // A stop reason is a fact, not a verdict: the admitted run stays attributable.
+  assert.equal(result.attributable, true, JSON.stringify(result.problems));
+  if (mark) assert.equal(text(result).stdout, `${mark}\n`, 'the entry ran before the stop');
+}
+
+test('stop timeout: a program that outlives timeoutMs is killed, still attributable', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  const result = await executor.run(request(lingering(mark), { timeoutMs: 4000 }));
+  assertKilledAfterAdmission(result, 'timeout', mark);
+  assert.ok(result.process.durationMs >= 4000);
+  assertNothingLeft(root);
+});
+
+test('stop cancelled: an abort after go kills the program, still attributable', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  const controller = new AbortController();
+  onEvent(t, 'admitted', () => setTimeout(() => controller.abort(), 1500));
+  const result = await executor.run(request(lingering(mark)), controller.signal);
+  assertKilledAfterAdmission(result, 'cancelled', mark);
+  assertNothingLeft(root);
+});
+
+test('stop output-limit: outputBytes counts everything, exactly maxOutputBytes are kept', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const max = 1000;
+  const result = await executor.run(
+    request(
+      `process.stdout.write('o'.repeat(700));
+process.stderr.write('e'.repeat(100000));
+process.stdout.write('O'.repeat(100000));
+setInterval(() => {}, 1000);\n`,
+      { maxOutputBytes: max },
+    ),
+  );
+  assertKilledAfterAdmission(result, 'output-limit', null);
+  const { stdout, stderr } = result.process;
+  assert.ok(result.process.outputBytes > max);
+  assert.equal(stdout.length + stderr.length, max);
+  // What was kept is a prefix of what each stream received.
+  assert.ok(stdout.toString().startsWith('o'.repeat(Math.min(700, stdout.length))));
+  assert.match(stdout.toString(), /^o*O*$/);
+  assert.match(stderr.toString(), /^e*$/);
+  assertNothingLeft(root);
+});
+
+/** The bwrap argv with the stage's cpu limit argument replaced by `cpu`. */
+function wrongCpuLimit(cpu) {
+  return (argv) => {
+    const copy = [...argv];
+    copy[stageIndex(copy, toolPaths().stage) + 1] = String(cpu);
+    return copy;
+  };
+}
+
+test('stop limits-mismatch: limits that differ from the request never run the entry', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  const result = await withPatchedProfile({ argv: wrongCpuLimit(7) }, () =>
+    executor.run(request(lingering(mark), { cpuSeconds: 5 })),
+  );
+  assert.equal(result.status, 'observed');
+  assert.equal(result.process.stopped, 'limits-mismatch');
+  assert.equal(result.process.admission, 'admitted', 'the preload admitted, the gate refused');
+  assert.deepEqual(result.process.limits.cpuSeconds, { soft: 7, hard: 7 }, 'measured, not requested');
+  assert.equal(result.attributable, false);
+  assert.ok(result.problems.some((p) => p.startsWith('limits-mismatch')), result.problems.join());
+  assert.equal(result.process.killSent, true);
+  assert.ok(!text(result).stdout.includes(mark), 'the entry never ran');
+  assertNothingLeft(root);
+});
+
+/** The real preload with its admission record replaced by `record`. */
+const preloadWriting = (record) =>
+  PRELOAD_TEMPLATE.replace(JSON.stringify(ADMISSION_RECORD), JSON.stringify(record));
+
+test('stop control-malformed: control text that is not limits and the record never runs the entry', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  const preload = preloadWriting('garbage\n');
+  assert.notEqual(preload, PRELOAD_TEMPLATE);
+  const result = await withPatchedProfile({ parts: { preload } }, () =>
+    executor.run(request(lingering(mark))),
+  );
+  assert.equal(result.status, 'observed');
+  assert.equal(result.process.stopped, 'control-malformed');
+  assert.equal(result.process.admission, 'malformed');
+  assert.equal(result.attributable, false);
+  assert.ok(!text(result).stdout.includes(mark), 'the entry never ran');
+  assertNothingLeft(root);
+});
+
+test('the first stop wins: a cancellation at admission is not replaced by limits-mismatch', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  const controller = new AbortController();
+  // The abort stops the run synchronously inside the gate, before the limits are compared.
+  onEvent(t, 'admitted', () => controller.abort());
+  const result = await withPatchedProfile({ argv: wrongCpuLimit(9) }, () =>
+    executor.run(request(lingering(mark), { cpuSeconds: 5 }), controller.signal),
+  );
+  assert.equal(result.process.stopped, 'cancelled');
+  assert.ok(result.problems.some((p) => p.startsWith('limits-mismatch')), 'the mismatch is still a problem');
+  assert.ok(!text(result).stdout.includes(mark));
+  assertNothingLeft(root);
+});
+
+test('no stop is recorded after the exit: a timeout that elapses after the program exited', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const timeoutMs = 4000;
+  let started = 0;
+  onEvent(t, 'launched', () => (started = performance.now()));
+  // After go, block the host's event loop (in a timer callback) past timeoutMs: the program
+  // exits meanwhile, and the loop's poll phase (exit, status, pipes) runs before the next
+  // timers phase could fire the timeout.
+  onEvent(t, 'admitted', () =>
+    setTimeout(() => blockFor(started + timeoutMs + 2000 - performance.now()), 0),
+  );
+  const result = await executor.run(request('console.log("done");\n', { timeoutMs }));
+  assert.ok(result.process.durationMs > timeoutMs, 'the timeout elapsed before collection ended');
+  assert.equal(result.process.stopped, null);
+  assert.equal(result.process.killSent, false);
+  assert.deepEqual(result.process.exit, { code: 0, signal: null });
+  assert.equal(text(result).stdout, 'done\n');
+  assert.equal(result.attributable, true);
+  assertNothingLeft(root);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Admission states (invariant 5) and what each means for attribution (invariant 9)
+
+test('admission refused: a preload that refuses exits 125 and the entry never runs', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  const result = await withPatchedProfile({ parts: { preload: 'process.exit(125);\n' } }, () =>
+    executor.run(request(lingering(mark))),
+  );
+  assert.equal(result.status, 'observed');
+  assert.equal(result.process.admission, 'refused');
+  assert.deepEqual(result.process.exit, { code: 125, signal: null });
+  assert.equal(result.attributable, false);
+  assert.ok(result.problems.some((p) => p.startsWith('admission refused')));
+  assert.ok(!text(result).stdout.includes(mark));
+  assertNothingLeft(root);
+});
+
+test('admission refused: a readable canary (a permissive profile) never runs the entry', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  let slot = null;
+  onEvent(t, 'materialised', (m) => (slot = m.namespace));
+  // Bind the canary directory like the other parts: staged as a clone for a root caller,
+  // re-mounted over itself for an unprivileged one.
+  const staged = () => (isRoot ? '/tmp/canary' : path.join(slot, 'canary'));
+  const patch = {
+    mounts: (mounts) => [
+      ...mounts,
+      { source: path.join(slot, 'canary'), target: staged(), readonly: true, noexec: true, isFile: false },
+    ],
+    argv: (argv) => {
+      const i = argv.indexOf('--chdir');
+      return [...argv.slice(0, i), '--ro-bind', staged(), path.join(slot, 'canary'), ...argv.slice(i)];
+    },
+  };
+  const result = await withPatchedProfile(patch, () => executor.run(request(lingering(mark))));
+  assert.equal(result.status, 'observed');
+  assert.equal(result.process.admission, 'refused', JSON.stringify(text(result)));
+  assert.deepEqual(result.process.exit, { code: 125, signal: null });
+  assert.equal(result.attributable, false);
+  assert.ok(!text(result).stdout.includes(mark));
+  assertNothingLeft(root);
+});
+
+test('admission absent: a launcher that fails before the stage runs never runs the entry', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  const result = await withPatchedProfile(
+    { argv: (argv) => [argv[0], '--no-such-bwrap-option', ...argv.slice(1)] },
+    () => executor.run(request(lingering(mark))),
+  );
+  assert.equal(result.status, 'observed');
+  assert.equal(result.process.admission, 'absent');
+  assert.equal(result.process.limits, null, 'the stage never reported');
+  assert.notEqual(result.process.exit.code, 0);
+  assert.match(text(result).stderr, /no-such-bwrap-option/);
+  assert.equal(result.attributable, false);
+  assert.ok(result.problems.some((p) => p.startsWith('admission absent')));
+  assert.ok(!text(result).stdout.includes(mark));
+  assertNothingLeft(root);
+});
+
+test('admission malformed: more than 1024 bytes of control text stop the run', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  const preload = preloadWriting('x'.repeat(2000) + '\n');
+  const result = await withPatchedProfile({ parts: { preload } }, () =>
+    executor.run(request(lingering(mark))),
+  );
+  assert.equal(result.status, 'observed');
+  assert.equal(result.process.admission, 'malformed');
+  assert.equal(result.process.stopped, 'control-malformed');
+  assert.equal(result.process.limits, null);
+  assert.equal(result.attributable, false);
+  assert.ok(result.problems.some((p) => p.startsWith('admission malformed')));
+  assert.ok(!text(result).stdout.includes(mark));
+  assertNothingLeft(root);
+});

@@ -183,9 +183,12 @@ export function blockFor(ms) {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-/** The stage's argv index in a bwrap argv (the stage is the first argument after bwrap's). */
+/**
+ * The stage's argv index in a bwrap argv: its last occurrence (the stage is also bound into the
+ * sandbox as a runtime file; its own argv comes last, after bwrap's options).
+ */
 export function stageIndex(argv, stagePath) {
-  const i = argv.indexOf(stagePath);
+  const i = argv.lastIndexOf(stagePath);
   assert.ok(i > 0, 'the stage is in the bwrap argv');
   return i;
 }
