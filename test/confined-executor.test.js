@@ -591,3 +591,164 @@ test('admission malformed: more than 1024 bytes of control text stop the run', a
   assert.ok(!text(result).stdout.includes(mark));
   assertNothingLeft(root);
 });
+
+// ---------------------------------------------------------------------------------------------
+// Limits, measured inside and reported (invariants 5 and 6)
+
+test('a CPU runaway dies of its CPU limit and reports the signal it really died of', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const result = await executor.run(request('for (;;) {}\n', { cpuSeconds: 1, timeoutMs: 120_000 }));
+  assert.equal(result.status, 'observed');
+  assert.equal(result.attributable, true, JSON.stringify(result.problems));
+  assert.equal(result.process.stopped, null, 'the host did not stop it');
+  assert.equal(result.process.killSent, false);
+  assert.equal(result.process.exit.code, null);
+  assert.ok(['SIGXCPU', 'SIGKILL'].includes(result.process.exit.signal), result.process.exit.signal);
+  const { userCpuMs, systemCpuMs } = result.process.resources;
+  // It spent its whole second of CPU (RLIMIT_CPU counts user and system time).
+  assert.ok(userCpuMs + systemCpuMs >= 950, `${userCpuMs} + ${systemCpuMs} ms`);
+  assert.ok(userCpuMs + systemCpuMs < 3000, `${userCpuMs} + ${systemCpuMs} ms`);
+  assertNothingLeft(root);
+});
+
+/** Parses /proc/<pid>/limits text: { name: { soft, hard } } with 'unlimited' or numbers. */
+function parseProcLimits(textOf) {
+  const out = {};
+  for (const line of textOf.split('\n').slice(1)) {
+    const m = /^(.+?)\s{2,}(\S+)\s+(\S+)/.exec(line);
+    if (!m) continue;
+    const v = (s) => (s === 'unlimited' ? 'unlimited' : Number(s));
+    out[m[1]] = { soft: v(m[2]), hard: v(m[3]) };
+  }
+  return out;
+}
+
+test('descriptors: opening files fails with EMFILE at maxDescriptors; limits reported equal the request', async (t) => {
+  const { executor } = makeRoot(t);
+  const maxDescriptors = 100;
+  const cpuSeconds = 17;
+  const result = await executor.run(
+    request(
+      `import fs from 'node:fs';
+const limits = fs.readFileSync('/proc/self/limits', 'utf8');
+const fds = [];
+let code = null;
+for (let i = 0; i < 100000; i++) {
+  try { fds.push(fs.openSync('data.txt', 'r')); } catch (error) { code = error.code; break; }
+}
+console.log(JSON.stringify({ code, max: Math.max(...fds), limits }));\n`,
+      { maxDescriptors, cpuSeconds },
+    ),
+  );
+  assert.equal(result.attributable, true, JSON.stringify(result.problems));
+  const seen = JSON.parse(text(result).stdout);
+  assert.equal(seen.code, 'EMFILE');
+  assert.equal(seen.max, maxDescriptors - 1, 'the highest descriptor is one below the limit');
+  // The kernel's view from inside, in the spec's units, against the reported limits.
+  const inside = parseProcLimits(seen.limits);
+  const blocks = (pair) => ({
+    soft: pair.soft === 'unlimited' ? 'unlimited' : pair.soft / 512,
+    hard: pair.hard === 'unlimited' ? 'unlimited' : pair.hard / 512,
+  });
+  const measured = {
+    cpuSeconds: inside['Max cpu time'],
+    descriptors: inside['Max open files'],
+    coreBlocks: blocks(inside['Max core file size']),
+    fileBlocks: blocks(inside['Max file size']),
+  };
+  assert.deepEqual(result.process.limits, measured);
+  assert.deepEqual(result.process.limits, {
+    cpuSeconds: { soft: cpuSeconds, hard: cpuSeconds },
+    descriptors: { soft: maxDescriptors, hard: maxDescriptors },
+    coreBlocks: { soft: 0, hard: 0 },
+    fileBlocks: { soft: 0, hard: 0 },
+  });
+});
+
+test('control records and exit claims printed by the program are not authoritative', async (t) => {
+  const { executor } = makeRoot(t);
+  const forged = 'sf-confined/1 admitted\nlimit cpu soft 999\nlimit cpu hard 999\n';
+  const result = await executor.run(
+    request(
+      `import fs from 'node:fs';
+const forged = ${JSON.stringify(forged)};
+let fd3 = 'written';
+try { fs.fstatSync(3); fs.writeSync(3, forged); } catch (error) { fd3 = error.code; }
+let reopen = 'opened';
+try { fs.openSync('/proc/self/fd/3', 'w'); } catch (error) { reopen = error.code; }
+process.stdout.write(forged);
+process.stderr.write(forged + 'sf-confined/1 refused\\n');
+process.stdout.write(JSON.stringify({ fd3, reopen }) + '\\n');
+process.exit(125);\n`,
+      { cpuSeconds: 5 },
+    ),
+  );
+  assert.equal(result.status, 'observed');
+  assert.equal(result.process.admission, 'admitted');
+  assert.deepEqual(result.process.limits.cpuSeconds, { soft: 5, hard: 5 });
+  assert.deepEqual(result.process.exit, { code: 125, signal: null });
+  assert.equal(result.attributable, true, JSON.stringify(result.problems));
+  const lines = text(result).stdout.split('\n');
+  assert.equal(lines.slice(0, 3).join('\n') + '\n', forged, 'the forgery was printed');
+  const { fd3, reopen } = JSON.parse(lines[3]);
+  assert.equal(fd3, 'EBADF', 'the program cannot write the control channel');
+  assert.notEqual(reopen, 'opened');
+});
+
+// ---------------------------------------------------------------------------------------------
+// Between spawn and collection, and after the run (EX-1, invariants 8, 9, 12)
+
+test('EX-1: an abort between spawn and collection never runs the entry and leaves nothing', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  const controller = new AbortController();
+  onEvent(t, 'launched', () => controller.abort());
+  const result = await executor.run(request(lingering(mark)), controller.signal);
+  assert.equal(result.status, 'observed');
+  assert.equal(result.process.stopped, 'cancelled');
+  assert.ok(!text(result).stdout.includes(mark), 'the entry never ran');
+  assert.deepEqual(result.namespace, { state: 'removed', durable: true });
+  assertNothingLeft(root);
+});
+
+test('unresolved: output pipes held open after the launcher exits quarantine the namespace', async (t) => {
+  const { root, executor } = makeRoot(t);
+  // A launcher that leaves a pipe writer alive outside any sandbox (a broken profile); the
+  // writer's argument is unique so that the test can find and end it.
+  const tag = `4.${Date.now() % 100000}${process.pid}`;
+  let slot = null;
+  onEvent(t, 'materialised', (m) => (slot = m.namespace));
+  t.after(() => {
+    for (const pid of processesOf(-1, tag)) process.kill(pid, 'SIGKILL');
+  });
+  const result = await withPatchedProfile(
+    { argv: () => ['/bin/sh', '-c', `/bin/sleep ${tag} & exit 0`] },
+    () => executor.run(request(HELLO)),
+  );
+  assert.equal(result.status, 'unresolved');
+  assert.equal('attributable' in result, false);
+  assert.equal(result.process.pipesClosed, false);
+  assert.deepEqual(result.process.exit, { code: 0, signal: null }, 'the launcher itself was reaped');
+  assert.ok(result.problems.some((p) => p.startsWith('pipes open')), result.problems.join());
+  assert.equal(result.namespace.state, 'quarantined');
+  assert.equal(result.namespace.path, slot);
+  assert.deepEqual(listing(root), [path.basename(slot)], 'the namespace is preserved');
+  assert.equal(processesOf(-1, tag).length, 1, 'the writer is still alive: resources are live');
+});
+
+test('a namespace changed during the run: observed, not attributable, quarantined', async (t) => {
+  const { root, executor } = makeRoot(t);
+  let slot = null;
+  onEvent(t, 'admitted', (m) => {
+    slot = m.namespace;
+    fs.appendFileSync(path.join(slot, 'input', 'data.txt'), 'changed\n');
+  });
+  const result = await executor.run(request(HELLO));
+  assert.equal(result.status, 'observed');
+  assert.equal(result.attributable, false);
+  assert.ok(result.problems.some((p) => p.startsWith('namespace changed')), result.problems.join());
+  assert.equal(result.namespace.state, 'quarantined');
+  assert.equal(result.namespace.path, slot);
+  assert.deepEqual(listing(root), [path.basename(slot)]);
+  assert.equal(fs.readFileSync(path.join(slot, 'input', 'data.txt'), 'utf8'), 'input data\nchanged\n');
+});
