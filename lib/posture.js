@@ -121,6 +121,15 @@ function probe() {
 }
 
 let probed = null;
+let override = null;
+
+/**
+ * Test seam (not exported by the package: lib/posture.js is not in its exports map): makes
+ * confinementPosture() resolve to `posture` until called again with null.
+ */
+export function setPostureForTesting(posture) {
+  override = posture === null ? null : Object.freeze({ ...posture });
+}
 
 /**
  * The posture of this host, decided once per process (the probe result is cached; the host
@@ -128,6 +137,7 @@ let probed = null;
  * Resolves to a frozen { enforced, backend, reason }; never rejects.
  */
 export async function confinementPosture() {
+  if (override) return override;
   const problem = hostProblem();
   if (problem) return unenforced(problem);
   probed ??= probe();
