@@ -129,7 +129,16 @@ export function parseAllowlist(entries) {
     seen.add(key);
     out.push(Object.freeze({ host: r.host, port: r.port, literal: r.literal }));
   }
-  return Object.freeze(out);
+  const list = Object.freeze(out);
+  parsed.add(list);
+  return list;
+}
+
+const parsed = new WeakSet();
+
+/** True for a list returned by parseAllowlist (so it need not be validated again). */
+export function isParsedAllowlist(list) {
+  return parsed.has(list);
 }
 
 /** The entry matching a normalised host and port exactly, or null. */
