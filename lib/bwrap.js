@@ -48,7 +48,8 @@ export const BWRAP_TEMPLATE = Object.freeze({
   command: Object.freeze([
     'posture',
     '--ro-bind <system dir> <same> (/usr /bin /sbin /lib /lib64 /etc, those that exist)',
-    '--bind|--ro-bind <mount> <same path> (each mount, in order)',
+    '--bind|--ro-bind <mount or its staged clone> <same path> (each mount, in order)',
+    '--ro-bind <stage or its staged clone> <stage>',
     '--proc /proc',
     '--dev /dev',
     '--remount-ro /dev',
@@ -127,13 +128,19 @@ export function executorArgv({ bwrap, runtime, binds, cwd, stage }) {
   ];
 }
 
-/** The command runner's bwrap argv. `mounts` are [{ source, target, mode: 'ro'|'rw' }]. */
-export function commandArgv({ bwrap, systemDirs, mounts, cwd, stage }) {
+/**
+ * The command runner's bwrap argv. `mounts` are [{ source, target, mode: 'ro'|'rw' }];
+ * `stageFile` is { source, target } of the stage executable (its staged clone for a root caller).
+ */
+export function commandArgv({ bwrap, systemDirs, mounts, stageFile, cwd, stage }) {
   return [
     bwrap,
     ...BWRAP_POSTURE,
     ...systemDirs.flatMap((d) => ['--ro-bind', d, d]),
     ...mounts.flatMap((m) => [m.mode === 'rw' ? '--bind' : '--ro-bind', m.source, m.target]),
+    '--ro-bind',
+    stageFile.source,
+    stageFile.target,
     '--proc',
     '/proc',
     '--dev',

@@ -10,9 +10,45 @@ import {
 import { ADMISSION_RECORD } from './profile.js';
 import { signalName } from './signals.js';
 
-const LIMIT_LINE = /^limit (cpu|descriptors|core|file) (soft|hard) (unlimited|[0-9]{1,20})$/;
-const LIMIT_KEYS = { cpu: 'cpuSeconds', descriptors: 'descriptors', core: 'coreBlocks', file: 'fileBlocks' };
+const LIMIT_LINE = /^limit (cpu|descriptors|core|file|processes) (soft|hard) (unlimited|[0-9]{1,20})$/;
+const LIMIT_KEYS = {
+  cpu: 'cpuSeconds',
+  descriptors: 'descriptors',
+  core: 'coreBlocks',
+  file: 'fileBlocks',
+  processes: 'processes',
+};
+const LIMIT_ORDER = ['cpu', 'descriptors', 'core', 'file', 'processes'];
 const STATUS_LINE = /^status (exited|signaled) ([0-9]{1,3}) ([0-9]{1,20}) ([0-9]{1,20}) ([0-9]{1,20})\n$/;
+
+/**
+ * Parses the stage's limit lines (native/exe/stage.c): each limit soft then hard, in the stage's
+ * order; four limits, or five when processes was asked for. Returns { cpuSeconds: { soft, hard },
+ * ... } or null when `lines` are not exactly that.
+ */
+function parseLimitLines(lines) {
+  if (lines.length !== 8 && lines.length !== 10) return null;
+  const limits = {};
+  for (let i = 0; i < lines.length; i++) {
+    const m = LIMIT_LINE.exec(lines[i]);
+    if (!m || m[1] !== LIMIT_ORDER[i >> 1]) return null;
+    if (m[2] !== (i % 2 === 0 ? 'soft' : 'hard')) return null;
+    const key = LIMIT_KEYS[m[1]];
+    const value = m[3] === 'unlimited' ? 'unlimited' : Number(m[3]);
+    limits[key] = { ...(limits[key] ?? {}), [m[2]]: value };
+  }
+  return limits;
+}
+
+/**
+ * Parses a control text that holds only the stage's limit report (a program that does not keep
+ * the control channel, such as a command): the limits, or null when malformed.
+ */
+export function parseLimitReport(text) {
+  const lines = text.split('\n');
+  if (lines.pop() !== '') return null;
+  return parseLimitLines(lines);
+}
 
 /**
  * Parses the control text: eight limit lines (each limit soft then hard, in the stage's
@@ -24,19 +60,8 @@ export function parseControl(text) {
   if (lines.pop() !== '') return null; // must end with a newline (or be empty)
   if (lines.length === 0) return { limits: null, admitted: false };
   if (lines.length !== 8 && lines.length !== 9) return null;
-  const limits = {};
-  for (let i = 0; i < 8; i++) {
-    const m = LIMIT_LINE.exec(lines[i]);
-    if (!m) return null;
-    const key = LIMIT_KEYS[m[1]];
-    const expectedKind = i % 2 === 0 ? 'soft' : 'hard';
-    if (m[2] !== expectedKind) return null;
-    if (i % 2 === 0 && limits[key]) return null;
-    if (i % 2 === 1 && (!limits[key] || 'hard' in limits[key])) return null;
-    const value = m[3] === 'unlimited' ? 'unlimited' : Number(m[3]);
-    limits[key] = { ...(limits[key] ?? {}), [m[2]]: value };
-  }
-  if (Object.keys(limits).length !== 4) return null;
+  const limits = parseLimitLines(lines.slice(0, 8));
+  if (!limits) return null;
   if (lines.length === 9 && `${lines[8]}\n` !== ADMISSION_RECORD) return null;
   return { limits, admitted: lines.length === 9 };
 }

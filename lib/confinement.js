@@ -1,7 +1,519 @@
-// runConfinedCommand (owner: command runner). Placeholder.
+// runConfinedCommand: one command inside the engine's confinement (spec:
+// confined-command-runner.md). It adds no confinement logic of its own: the bwrap argv comes from
+// lib/bwrap.js (commandArgv, stageArgv), the launch and the process lifecycle from lib/launch.js
+// (spawnLauncher: pidfd, reaping, SIGKILL of the bwrap monitor ends the whole pid namespace), the
+// posture from lib/posture.js, the exact exit from the stage's status record (lib/collect.js
+// parseStatus) and the seccomp policy is native.seccompFilter('command').
+//
+// Decisions the spec leaves open (documented in README.md):
+// - Output beyond a cap is discarded while the pipe keeps draining; exceeding a cap does not stop
+//   the command (`truncated` says it happened).
+// - stderrTail is the end of the delivered stderr, at most STDERR_TAIL_BYTES bytes, as UTF-8.
+// - stdin is closed: the command reads end-of-file.
+// - Core dumps are disabled (RLIMIT_CORE 0). Optional rlimits (cpuSeconds, maxDescriptors,
+//   fileSizeBytes in multiples of 512, maxProcesses) are applied soft = hard by the stage, and its
+//   measured report is checked against the request; a mismatch ends the tree (SIGKILL).
+// - A root caller's command runs as host uid 65534. Its mounts are staged as idmapped clones
+//   (host uid 0 <-> 65534) so that it reads and writes root's files as root's and what it creates
+//   is root-owned on the host; an rw mount whose directory is not owned by uid 0 cannot work
+//   through that map (its owner is unmapped: nothing could be created in it) and is refused with
+//   confinement.mount-owner-unmapped.
+import diagnostics from 'node:diagnostics_channel';
+import { constants as fsConstants, accessSync, realpathSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { commandArgv, stageArgv } from './bwrap.js';
+import { parseLimitReport, parseStatus } from './collect.js';
+import { CLOSE_GRACE_MS, CONTROL_MAX_BYTES, KILL_CONFIRM_MS } from './constants.js';
 import { ConfinementError } from './errors.js';
+import { bwrapPath, stagePath } from './host.js';
+import { spawnLauncher, STAGING_DIR } from './launch.js';
+import { commandFilter, confinementPosture, existingSystemDirs, stageBind } from './posture.js';
+import { signalName } from './signals.js';
 
 export { ConfinementError };
-export async function runConfinedCommand() {
-  throw new ConfinementError('confinement.refused', 'not implemented');
+
+/** diagnostics_channel name of the command runner's start-up stages. */
+export const COMMAND_CHANNEL = 'confined:command';
+/** The start-up stages published on COMMAND_CHANNEL, in order. */
+export const COMMAND_STAGES = Object.freeze(['admitted', 'spawned', 'running', 'exited', 'settled']);
+/** Default maxStdoutBytes and maxStderrBytes: 1 MiB. */
+export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
+/** Most bytes of stderr kept for `stderrTail`. */
+export const STDERR_TAIL_BYTES = 4096;
+/** PATH the command gets unless `env` sets one. */
+export const DEFAULT_COMMAND_PATH = '/usr/bin:/bin';
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+// The stage takes at most 255 environment entries (native/exe/stage.c).
+const MAX_ENV_ENTRIES = 250;
+// setTimeout's largest delay.
+const MAX_WALL_TIMEOUT_MS = 2 ** 31 - 1;
+const LIMIT_KEYS = [
+  'wallTimeoutMs',
+  'maxStdoutBytes',
+  'maxStderrBytes',
+  'cpuSeconds',
+  'maxDescriptors',
+  'fileSizeBytes',
+  'maxProcesses',
+];
+
+const channel = diagnostics.channel(COMMAND_CHANNEL);
+
+function refuse(code, message) {
+  return new ConfinementError(code, message);
+}
+
+function hasNul(s) {
+  return s.includes('\0');
+}
+
+function isPlainObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** Shape checks, pure (nothing on disk is read). Returns the normalised options. */
+function validateShape(options) {
+  if (!isPlainObject(options)) throw refuse('confinement.option-invalid', 'options must be an object');
+  const { command } = options;
+  if (typeof command !== 'string' || command === '' || hasNul(command))
+    throw refuse('confinement.option-invalid', 'command must be a non-empty string without NUL');
+  const args = options.args ?? [];
+  if (!Array.isArray(args) || !args.every((a) => typeof a === 'string' && !hasNul(a)))
+    throw refuse('confinement.option-invalid', 'args must be an array of strings without NUL');
+
+  const mounts = options.mounts ?? [];
+  if (!Array.isArray(mounts)) throw refuse('confinement.option-invalid', 'mounts must be an array');
+  const normalMounts = mounts.map((m, i) => {
+    if (!isPlainObject(m) || typeof m.path !== 'string' || hasNul(m.path))
+      throw refuse('confinement.option-invalid', `mounts[${i}] must be { path, mode }`);
+    if (m.mode !== 'ro' && m.mode !== 'rw')
+      throw refuse('confinement.option-invalid', `mounts[${i}].mode must be 'ro' or 'rw'`);
+    if (!path.isAbsolute(m.path))
+      throw refuse('confinement.mount-not-absolute', `mounts[${i}].path ${JSON.stringify(m.path)} is not absolute`);
+    return Object.freeze({ path: m.path, mode: m.mode });
+  });
+
+  let cwd = options.cwd ?? process.cwd();
+  if (typeof cwd !== 'string' || cwd === '' || hasNul(cwd))
+    throw refuse('confinement.option-invalid', 'cwd must be a non-empty string without NUL');
+  cwd = path.resolve(cwd);
+
+  const env = options.env ?? {};
+  if (!isPlainObject(env)) throw refuse('confinement.option-invalid', 'env must be an object');
+  const entries = Object.entries(env);
+  for (const [name, value] of entries) {
+    if (!ENV_NAME.test(name))
+      throw refuse('confinement.env-name-invalid', `env name ${JSON.stringify(name)} is not a valid variable name`);
+    if (typeof value !== 'string' || hasNul(value))
+      throw refuse('confinement.option-invalid', `env.${name} must be a string without NUL`);
+  }
+  if (entries.length > MAX_ENV_ENTRIES)
+    throw refuse('confinement.option-invalid', `env has more than ${MAX_ENV_ENTRIES} entries`);
+
+  const network = options.network ?? 'off';
+  let allowlist = null;
+  if (network !== 'off') {
+    if (!isPlainObject(network) || !Array.isArray(network.allowlist))
+      throw refuse('confinement.option-invalid', "network must be 'off' or { allowlist }");
+    allowlist = network.allowlist;
+  }
+
+  const limits = options.limits ?? {};
+  if (!isPlainObject(limits)) throw refuse('confinement.option-invalid', 'limits must be an object');
+  for (const key of Object.keys(limits))
+    if (!LIMIT_KEYS.includes(key)) throw refuse('confinement.limit-invalid', `limits.${key} is not a known limit`);
+  for (const key of LIMIT_KEYS) {
+    const v = limits[key];
+    if (v === undefined) continue;
+    if (!Number.isSafeInteger(v) || v <= 0)
+      throw refuse('confinement.limit-invalid', `limits.${key} must be a positive integer`);
+  }
+  if (limits.wallTimeoutMs !== undefined && limits.wallTimeoutMs > MAX_WALL_TIMEOUT_MS)
+    throw refuse('confinement.limit-invalid', `limits.wallTimeoutMs must be at most ${MAX_WALL_TIMEOUT_MS}`);
+  if (limits.fileSizeBytes !== undefined && limits.fileSizeBytes % 512 !== 0)
+    throw refuse('confinement.limit-invalid', 'limits.fileSizeBytes must be a multiple of 512');
+  const applied = Object.freeze({
+    wallTimeoutMs: limits.wallTimeoutMs ?? null,
+    maxStdoutBytes: limits.maxStdoutBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
+    maxStderrBytes: limits.maxStderrBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
+    cpuSeconds: limits.cpuSeconds ?? null,
+    maxDescriptors: limits.maxDescriptors ?? null,
+    fileSizeBytes: limits.fileSizeBytes ?? null,
+    maxProcesses: limits.maxProcesses ?? null,
+  });
+
+  const { signal, securityEventEmitter, recordAdmission } = options;
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw refuse('confinement.option-invalid', 'signal must be an AbortSignal');
+  if (securityEventEmitter !== undefined && (securityEventEmitter === null || typeof securityEventEmitter.emit !== 'function'))
+    throw refuse('confinement.option-invalid', 'securityEventEmitter must have an emit method');
+  if (recordAdmission !== undefined && typeof recordAdmission !== 'function')
+    throw refuse('confinement.option-invalid', 'recordAdmission must be a function');
+
+  return {
+    command,
+    args: Object.freeze([...args]),
+    mounts: Object.freeze(normalMounts),
+    cwd,
+    env: { ...env },
+    network: allowlist === null ? 'off' : 'allowlist',
+    allowlist,
+    limits: applied,
+    signal,
+    securityEventEmitter,
+    recordAdmission,
+  };
+}
+
+function isInside(child, parent) {
+  return child === parent || parent === '/' || child.startsWith(parent + '/');
+}
+
+function executableFile(p) {
+  try {
+    if (!statSync(p).isFile()) return false;
+    accessSync(p, fsConstants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Checks against the host (only when confined). Returns { file, mountsInfo }. */
+function validateHost(opts, asRoot) {
+  const mountsInfo = opts.mounts.map((m, i) => {
+    let real;
+    try {
+      real = realpathSync(m.path);
+    } catch (err) {
+      throw refuse('confinement.mount-missing', `mounts[${i}].path ${m.path} cannot be resolved: ${err.code ?? err.message}`);
+    }
+    if (real !== m.path)
+      throw refuse('confinement.mount-not-canonical', `mounts[${i}].path ${m.path} is not canonical (it resolves to ${real})`);
+    const st = statSync(m.path);
+    if (!st.isDirectory() && !st.isFile())
+      throw refuse('confinement.mount-missing', `mounts[${i}].path ${m.path} is neither a directory nor a regular file`);
+    if (asRoot && m.mode === 'rw' && st.uid !== 0)
+      throw refuse(
+        'confinement.mount-owner-unmapped',
+        `mounts[${i}].path ${m.path} is owned by uid ${st.uid}: a root caller's command runs as uid 65534 through an idmap of uid 0 only, so it could not write there`,
+      );
+    return { isFile: st.isFile() };
+  });
+  if (!opts.mounts.some((m) => isInside(opts.cwd, m.path)))
+    throw refuse('confinement.cwd-not-mounted', `cwd ${opts.cwd} is not inside any mount`);
+
+  let file;
+  if (opts.command.includes('/')) {
+    if (!path.isAbsolute(opts.command))
+      throw refuse('confinement.command-not-found', `command ${opts.command} is neither absolute nor a bare name`);
+    file = path.normalize(opts.command);
+    if (!executableFile(file)) throw refuse('confinement.command-not-found', `command ${file} is not an executable file`);
+  } else {
+    file = DEFAULT_COMMAND_PATH.split(':')
+      .map((d) => path.join(d, opts.command))
+      .find(executableFile);
+    if (!file) throw refuse('confinement.command-not-found', `command ${opts.command} is not on ${DEFAULT_COMMAND_PATH}`);
+  }
+  const visible = [...existingSystemDirs(), ...opts.mounts.map((m) => m.path)];
+  if (!visible.some((d) => isInside(file, d)))
+    throw refuse('confinement.command-not-mounted', `command ${file} is not inside a system directory or a mount`);
+  return { file, mountsInfo };
+}
+
+function observe(opts, fn) {
+  try {
+    fn();
+  } catch {
+    // Observation only: an observer's failure changes nothing about the launch.
+  }
+}
+
+function admit(opts, verdict, reasons, posture) {
+  const at = new Date().toISOString();
+  const event = Object.freeze({
+    type: 'sandbox:admission',
+    verdict,
+    reasons: Object.freeze([...reasons]),
+    posture,
+    command: opts.command,
+    at,
+  });
+  if (opts.securityEventEmitter) observe(opts, () => opts.securityEventEmitter.emit('sandbox:admission', event));
+  if (opts.recordAdmission) {
+    const record = Object.freeze({
+      verdict,
+      reasons: event.reasons,
+      posture,
+      command: opts.command,
+      args: opts.args,
+      cwd: opts.cwd,
+      mounts: opts.mounts,
+      envNames: Object.freeze(Object.keys(opts.env).sort()),
+      network: opts.network,
+      allowlist: Object.freeze(opts.allowlist ? [...opts.allowlist] : []),
+      limits: opts.limits,
+      at,
+    });
+    observe(opts, () => opts.recordAdmission(record));
+  }
+}
+
+/**
+ * Runs one command inside the engine's confinement. Rejects with ConfinementError before
+ * anything starts; otherwise resolves to the handle.
+ */
+export async function runConfinedCommand(options) {
+  const opts = validateShape(options);
+  const refused = (code, message, posture) => {
+    admit(opts, 'refused', [code], posture);
+    return refuse(code, message);
+  };
+  if (opts.signal?.aborted) throw refuse('confinement.aborted', 'the signal was already aborted');
+  const posture = await confinementPosture();
+  if (opts.network === 'allowlist' && !posture.enforced)
+    throw refused('confinement.allowlist-requires-confinement', `an allowlist needs confinement: ${posture.reason}`, posture);
+  if (!posture.enforced) throw refused('confinement.refused', posture.reason, posture);
+  if (opts.network === 'allowlist')
+    throw refused('confinement.allowlist-not-supported', 'network allowlists are not supported yet (issue 6)', posture);
+  const asRoot = process.geteuid() === 0;
+  let host;
+  try {
+    host = validateHost(opts, asRoot);
+  } catch (err) {
+    if (err instanceof ConfinementError) admit(opts, 'refused', [err.code], posture);
+    throw err;
+  }
+  if (opts.signal?.aborted) throw refused('confinement.aborted', 'the signal was aborted before launch', posture);
+  admit(opts, 'admitted', [], posture);
+  return launch(opts, host, posture, asRoot);
+}
+
+function launchPlan(opts, host, asRoot) {
+  const stage = stagePath();
+  const stageMounts = [];
+  const binds = opts.mounts.map((m, i) => {
+    if (!asRoot) return { source: m.path, target: m.path, mode: m.mode };
+    const staged = `${STAGING_DIR}/m${i}`;
+    stageMounts.push({
+      source: m.path,
+      target: staged,
+      readonly: m.mode === 'ro',
+      noexec: false,
+      isFile: host.mountsInfo[i].isFile,
+    });
+    return { source: staged, target: m.path, mode: m.mode };
+  });
+  const stageFile = stageBind(stage, asRoot);
+  if (stageFile.mount) stageMounts.push(stageFile.mount);
+  const env = { ...opts.env };
+  if (!('PATH' in env)) env.PATH = DEFAULT_COMMAND_PATH;
+  const l = opts.limits;
+  const bwrap = bwrapPath();
+  const argv = commandArgv({
+    bwrap,
+    systemDirs: existingSystemDirs(),
+    mounts: binds,
+    stageFile: stageFile.bind,
+    cwd: opts.cwd,
+    stage: stageArgv(stage, {
+      limits: {
+        cpuSeconds: l.cpuSeconds,
+        descriptors: l.maxDescriptors,
+        coreBlocks: 0,
+        fileBlocks: l.fileSizeBytes === null ? null : l.fileSizeBytes / 512,
+        processes: l.maxProcesses,
+      },
+      keepControl: false,
+      env,
+      file: host.file,
+      args: opts.args,
+    }),
+  });
+  return {
+    file: bwrap,
+    argv,
+    mounts: stageMounts,
+    staging: stageMounts.length > 0 && asRoot ? STAGING_DIR : null,
+    filter: commandFilter(),
+  };
+}
+
+/** True when the stage's measured limits are what was asked for (unset ones are not checked). */
+function limitsMatch(measured, l) {
+  const eq = (pair, v) => pair !== undefined && pair.soft === v && pair.hard === v;
+  if (!eq(measured.coreBlocks, 0)) return false;
+  if (l.cpuSeconds !== null && !eq(measured.cpuSeconds, l.cpuSeconds)) return false;
+  if (l.maxDescriptors !== null && !eq(measured.descriptors, l.maxDescriptors)) return false;
+  if (l.fileSizeBytes !== null && !eq(measured.fileBlocks, l.fileSizeBytes / 512)) return false;
+  if (l.maxProcesses !== null ? !eq(measured.processes, l.maxProcesses) : measured.processes !== undefined)
+    return false;
+  return true;
+}
+
+function launch(opts, host, posture, asRoot) {
+  const plan = launchPlan(opts, host, asRoot);
+  const limits = opts.limits;
+  const caps = { stdout: limits.maxStdoutBytes, stderr: limits.maxStderrBytes };
+  const delivered = { stdout: 0, stderr: 0 };
+  const streams = { stdout: new Readable({ read() {} }), stderr: new Readable({ read() {} }) };
+  const tailCap = Math.min(STDERR_TAIL_BYTES, caps.stderr);
+  let tail = Buffer.alloc(0);
+  let truncated = false;
+  let proc = null;
+  let stopped = null; // 'stop' | 'abort' | 'timeout' | 'limits'
+  let killSent = false;
+  let statusText = '';
+  let programExited = false;
+  let settled = null;
+  let resolveResult;
+  const resultPromise = new Promise((r) => {
+    resolveResult = r;
+  });
+  let timers = [];
+  const onAbort = () => stopWith('abort');
+
+  const handle = {
+    get pid() {
+      return proc ? proc.pid : 0;
+    },
+    stdout: streams.stdout,
+    stderr: streams.stderr,
+    confined: true,
+    posture,
+    wait: () => resultPromise,
+    stop: () => {
+      stopWith('stop');
+      return resultPromise;
+    },
+  };
+  Object.freeze(handle);
+
+  const publish = (event) => {
+    if (channel.hasSubscribers)
+      channel.publish(Object.freeze({ event, command: opts.command, pid: handle.pid, stop: handle.stop }));
+  };
+
+  function stopWith(reason) {
+    if (settled || stopped !== null) return;
+    if (proc === null) {
+      // Not spawned yet: nothing will be.
+      stopped = reason;
+      return;
+    }
+    if (proc.reaped || programExited) return; // the exit was seen first
+    stopped = reason;
+    proc.closeStdin();
+    killSent = proc.kill() || killSent;
+    timers.push(setTimeout(settle, KILL_CONFIRM_MS));
+  }
+
+  function settle() {
+    if (settled) return;
+    for (const t of timers) clearTimeout(t);
+    timers = [];
+    opts.signal?.removeEventListener('abort', onAbort);
+    let code = null;
+    let signal = null;
+    const status = parseStatus(statusText);
+    if (status) {
+      ({ code, signal } = status.exit);
+    } else if (killSent) {
+      // The monitor died by our SIGKILL; pid 1 and every process of the namespace with it.
+      signal = 'SIGKILL';
+    } else if (proc?.exit) {
+      // bwrap itself failed before the stage ran: its own status.
+      code = proc.exit.code >= 0 ? proc.exit.code : null;
+      signal = proc.exit.signal ? signalName(proc.exit.signal) : null;
+    }
+    if (proc && (!proc.reaped || open.size > 0)) proc.unref();
+    for (const s of Object.values(streams)) s.push(null);
+    settled = Object.freeze({
+      code,
+      signal,
+      timedOut: stopped === 'timeout',
+      truncated,
+      aborted: stopped === 'stop' || stopped === 'abort',
+      confined: true,
+      posture,
+      stderrTail: tail.toString('utf8'),
+    });
+    resolveResult(settled);
+    publish('settled');
+  }
+
+  const open = new Set(['stdout', 'stderr', 'control', 'status']);
+
+  // Stage "admitted": validated, admission recorded, nothing spawned yet.
+  opts.signal?.addEventListener('abort', onAbort, { once: true });
+  publish('admitted');
+  if (stopped === null && opts.signal?.aborted) stopped = 'abort';
+  if (stopped !== null) {
+    settle();
+    return handle;
+  }
+
+  try {
+    proc = spawnLauncher(plan);
+  } catch (err) {
+    opts.signal?.removeEventListener('abort', onAbort);
+    const e = refuse('confinement.launch-failed', `the launch failed (${err.code ?? 'spawn'}): ${err.message}`);
+    admit(opts, 'refused', [e.code], posture);
+    throw e;
+  }
+  proc.closeStdin();
+  if (limits.wallTimeoutMs !== null) timers.push(setTimeout(() => stopWith('timeout'), limits.wallTimeoutMs));
+
+  const onOutput = (name) => (chunk) => {
+    const room = caps[name] - delivered[name];
+    if (room <= 0) {
+      truncated = true;
+      return;
+    }
+    const piece = chunk.length <= room ? chunk : chunk.subarray(0, room);
+    if (piece.length < chunk.length) truncated = true;
+    delivered[name] += piece.length;
+    streams[name].push(piece);
+    if (name === 'stderr') {
+      tail = tail.length + piece.length <= tailCap ? Buffer.concat([tail, piece]) : Buffer.concat([tail, piece]).subarray(-tailCap);
+    }
+  };
+  proc.stdout.on('data', onOutput('stdout'));
+  proc.stderr.on('data', onOutput('stderr'));
+
+  let control = Buffer.alloc(0);
+  proc.control.on('data', (chunk) => {
+    if (control.length + chunk.length > CONTROL_MAX_BYTES) {
+      stopWith('limits');
+      return;
+    }
+    control = Buffer.concat([control, chunk]);
+  });
+  proc.control.on('end', () => {
+    if (control.length === 0) return; // the stage failed before reporting: the command never ran
+    const measured = parseLimitReport(control.toString('latin1'));
+    if (!measured || !limitsMatch(measured, limits)) return stopWith('limits');
+    publish('running');
+  });
+  proc.status.on('data', (chunk) => {
+    if (statusText.length < 256) statusText += chunk.toString('latin1');
+    if (statusText.endsWith('\n')) programExited = true;
+  });
+  for (const name of open) {
+    proc[name].on('error', () => {});
+    proc[name].on('close', () => {
+      open.delete(name);
+      if (open.size === 0 && proc.reaped) settle();
+    });
+  }
+  proc.onExit(() => {
+    publish('exited');
+    if (open.size === 0) return settle();
+    timers.push(setTimeout(settle, CLOSE_GRACE_MS));
+  });
+  // Stage "spawned": bwrap was exec'd; the handle knows its pid.
+  publish('spawned');
+  return handle;
 }

@@ -17,10 +17,11 @@ export const ADMISSION_RECORD = 'sf-confined/1 admitted\n';
  * closes the control channel so the program can never write or reopen it, then blocks on
  * stdin for the go byte, which the host sends only after checking the measured limits. Any
  * refusal exits REFUSAL_EXIT_CODE before the entry loads. @@CANARY@@ is replaced by a JSON
- * string literal.
+ * string literal. Worker threads inherit --require and run the preload again: there it does
+ * nothing (the control channel is long closed and stdin belongs to the program).
  */
 export const PRELOAD_TEMPLATE = `'use strict';
-{
+if (require('node:worker_threads').isMainThread) {
   const fs = require('node:fs');
   let unreadable = false;
   try {

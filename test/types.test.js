@@ -76,6 +76,11 @@ const SPEC = {
     ],
   },
 };
+// Declared and exported by the package root only (types/snapshot-tree.d.ts, lib/snapshot-tree.js).
+const ROOT_ONLY = {
+  values: ['snapshotFromDirectory', 'snapshotFromGitTree'],
+  types: ['SnapshotDirectoryOptions'],
+};
 SPEC['.'] = {
   values: [...SPEC['./confined-executor'].values, ...SPEC['./confinement'].values],
   types: [...SPEC['./confined-executor'].types, ...SPEC['./confinement'].types],
@@ -232,9 +237,13 @@ test('every name the specs give and every runtime export has a declaration', { s
     }
   }
 
-  // The root re-exports both entry points and nothing else.
+  // The root re-exports both entry points and, beyond them, only the snapshot builders.
   const byPoint = Object.fromEntries(points.map((p) => [p.subpath, result.get(p.types)]));
-  const union = (kind) => [...byPoint['./confined-executor'][kind].keys(), ...byPoint['./confinement'][kind].keys()];
+  const union = (kind) => [
+    ...byPoint['./confined-executor'][kind].keys(),
+    ...byPoint['./confinement'][kind].keys(),
+    ...ROOT_ONLY[kind],
+  ];
   assert.deepEqual([...byPoint['.'].values.keys()].sort(), union('values').sort());
   assert.deepEqual([...byPoint['.'].types].sort(), union('types').sort());
 });

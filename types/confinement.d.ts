@@ -38,6 +38,26 @@ export type ConfinementErrorCode =
   | 'confinement.limit-invalid'
   | 'confinement.aborted'
   | 'confinement.proxy-not-ready'
+  /** Extension: an option has the wrong type or shape (not a refusal the spec names). */
+  | 'confinement.option-invalid'
+  /** Extension: a mount path does not exist (or is neither a directory nor a regular file). */
+  | 'confinement.mount-missing'
+  /** Extension: a mount path is not canonical (its realpath differs: a symlink, `..`, a trailing `/`). */
+  | 'confinement.mount-not-canonical'
+  /**
+   * Extension (Linux, root callers): an rw mount whose directory is not owned by uid 0. A root
+   * caller's command runs as uid 65534 through an idmapped mount that maps uid 0 only, so the
+   * owner would be unmapped and nothing could be created there.
+   */
+  | 'confinement.mount-owner-unmapped'
+  /** Extension: `command` is not an executable file (absolute, or found on /usr/bin:/bin). */
+  | 'confinement.command-not-found'
+  /** Extension: `command` lies outside the system directories and the mounts. */
+  | 'confinement.command-not-mounted'
+  /** Extension: network allowlists are not implemented yet on an enforced host (issue 6). */
+  | 'confinement.allowlist-not-supported'
+  /** Extension: the launcher could not be spawned (nothing was started). */
+  | 'confinement.launch-failed'
   | `proxy.job-allowlist.${string}`;
 
 /** The rejection of `runConfinedCommand`: nothing was started. */
@@ -223,6 +243,7 @@ export interface ConfinedCommandResult {
 }
 
 export interface ConfinedCommandHandle {
+  /** The launcher's (bwrap monitor's) host pid; 0 when stop() ran before anything was spawned. */
   readonly pid: number;
   /** Delivers at most maxStdoutBytes; beyond that bytes are discarded while the pipe drains. */
   readonly stdout: Readable;
@@ -234,6 +255,37 @@ export interface ConfinedCommandHandle {
   /** Ends the whole tree at any stage; bounded and idempotent (every call, the same result). */
   stop(): Promise<ConfinedCommandResult>;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Constants and diagnostics
+
+/** diagnostics_channel name of the command runner's start-up stages. */
+export declare const COMMAND_CHANNEL: 'confined:command';
+
+/**
+ * Start-up stages, in order: `admitted` (validated, admission recorded, nothing spawned yet),
+ * `spawned` (bwrap exec'd, `pid` known), `running` (the stage's limit report checked; the command
+ * is exec'd), `exited` (the launcher was reaped), `settled` (the result is final).
+ */
+export type CommandStage = 'admitted' | 'spawned' | 'running' | 'exited' | 'settled';
+
+export declare const COMMAND_STAGES: readonly ['admitted', 'spawned', 'running', 'exited', 'settled'];
+
+/** One message on COMMAND_CHANNEL (frozen). `stop` is the handle's stop(), usable at any stage. */
+export interface CommandDiagnosticsMessage {
+  readonly event: CommandStage;
+  readonly command: string;
+  /** 0 before `spawned`. */
+  readonly pid: number;
+  stop(): Promise<ConfinedCommandResult>;
+}
+
+/** Default maxStdoutBytes and maxStderrBytes: 1 MiB. */
+export declare const DEFAULT_MAX_OUTPUT_BYTES: number;
+/** Most bytes of the delivered stderr kept in `stderrTail` (never more than maxStderrBytes). */
+export declare const STDERR_TAIL_BYTES: number;
+/** The PATH a command gets unless `env` sets one. */
+export declare const DEFAULT_COMMAND_PATH: '/usr/bin:/bin';
 
 /**
  * Runs one command inside the engine's confinement.

@@ -546,4 +546,14 @@ void runConfinedCommand({ command: 'true', env: { N: 1 } });
 // @ts-expect-error an emitter needs an emit method
 void runConfinedCommand({ command: 'true', securityEventEmitter: {} });
 
+// Snapshot builders: root only.
+const fromDirectory: SnapshotFile[] = root.snapshotFromDirectory('/tmp/program', { ignore: ['.git', 'node_modules'] });
+const fromTree: readonly SnapshotFile[] = root.snapshotFromGitTree('/tmp/repo', 'HEAD');
+const directoryOptions: root.SnapshotDirectoryOptions = {};
+void [fromDirectory, fromTree, directoryOptions, root.snapshotDigest(fromTree)];
+// @ts-expect-error ignore holds names
+void root.snapshotFromDirectory('/tmp/program', { ignore: '.git' });
+// @ts-expect-error rev is required
+void root.snapshotFromGitTree('/tmp/repo');
+
 export { runOnce, runCommand, mutate };
