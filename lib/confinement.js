@@ -17,7 +17,10 @@
 //   (host uid 0 <-> 65534) so that it reads and writes root's files as root's and what it creates
 //   is root-owned on the host; an rw mount whose directory is not owned by uid 0 cannot work
 //   through that map (its owner is unmapped: nothing could be created in it) and is refused with
-//   confinement.mount-owner-unmapped.
+//   confinement.mount-owner-unmapped. Inside an rw mount, entries owned by other uids are
+//   unmapped too: the kernel refuses writes to them (EACCES) whatever their mode; they stay
+//   readable through their "other" bits. A filesystem that cannot be idmapped (proc, sysfs...)
+//   is refused with confinement.mount-not-idmappable (the launch fails before anything runs).
 import diagnostics from 'node:diagnostics_channel';
 import { constants as fsConstants, accessSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -459,7 +462,12 @@ function launch(opts, host, posture, asRoot) {
     proc = spawnLauncher(plan);
   } catch (err) {
     opts.signal?.removeEventListener('abort', onAbort);
-    const e = refuse('confinement.launch-failed', `the launch failed (${err.code ?? 'spawn'}): ${err.message}`);
+    // A root caller's mounts are idmapped clones: a filesystem that does not support idmapped
+    // mounts (proc, sysfs, some network or FUSE filesystems) fails the clone's setattr.
+    const e =
+      asRoot && (err.code === 'setattr' || err.code === 'open_tree')
+        ? refuse('confinement.mount-not-idmappable', `a mount cannot be staged as an idmapped clone: ${err.message}`)
+        : refuse('confinement.launch-failed', `the launch failed (${err.code ?? 'spawn'}): ${err.message}`);
     admit(opts, 'refused', [e.code], posture);
     throw e;
   }

@@ -50,6 +50,11 @@ export type ConfinementErrorCode =
    * owner would be unmapped and nothing could be created there.
    */
   | 'confinement.mount-owner-unmapped'
+  /**
+   * Extension (Linux, root callers): a mount's filesystem does not support idmapped mounts
+   * (proc, sysfs...), so it cannot be staged; nothing was started.
+   */
+  | 'confinement.mount-not-idmappable'
   /** Extension: `command` is not an executable file (absolute, or found on /usr/bin:/bin). */
   | 'confinement.command-not-found'
   /** Extension: `command` lies outside the system directories and the mounts. */
