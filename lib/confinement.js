@@ -50,6 +50,8 @@ export const DEFAULT_COMMAND_PATH = '/usr/bin:/bin';
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 // The stage takes at most 255 environment entries (native/exe/stage.c).
 const MAX_ENV_ENTRIES = 250;
+// A root caller's launch stages every mount and the stage (native/spawn.h SPAWN_MAX_MOUNTS 128).
+export const MAX_MOUNTS = 100;
 // setTimeout's largest delay.
 const MAX_WALL_TIMEOUT_MS = 2 ** 31 - 1;
 const LIMIT_KEYS = [
@@ -88,6 +90,7 @@ function validateShape(options) {
 
   const mounts = options.mounts ?? [];
   if (!Array.isArray(mounts)) throw refuse('confinement.option-invalid', 'mounts must be an array');
+  if (mounts.length > MAX_MOUNTS) throw refuse('confinement.option-invalid', `at most ${MAX_MOUNTS} mounts`);
   const normalMounts = mounts.map((m, i) => {
     if (!isPlainObject(m) || typeof m.path !== 'string' || hasNul(m.path))
       throw refuse('confinement.option-invalid', `mounts[${i}] must be { path, mode }`);
@@ -312,7 +315,7 @@ function launchPlan(opts, host, asRoot) {
   const stageFile = stageBind(stage, asRoot);
   if (stageFile.mount) stageMounts.push(stageFile.mount);
   const env = { ...opts.env };
-  if (!('PATH' in env)) env.PATH = DEFAULT_COMMAND_PATH;
+  if (!Object.hasOwn(env, 'PATH')) env.PATH = DEFAULT_COMMAND_PATH;
   const l = opts.limits;
   const bwrap = bwrapPath();
   const argv = commandArgv({

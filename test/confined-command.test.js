@@ -27,6 +27,7 @@ import {
   COMMAND_STAGES,
   ConfinementError,
   DEFAULT_MAX_OUTPUT_BYTES,
+  MAX_MOUNTS,
   runConfinedCommand,
 } from '../lib/confinement.js';
 import { confinementPosture, setPostureForTesting } from '../lib/posture.js';
@@ -562,6 +563,7 @@ test('refusals before anything starts: every code', { skip }, async (t) => {
     { ...ok, args: 'x' },
     { ...ok, args: ['a\0b'] },
     { ...ok, mounts: {} },
+    { ...ok, mounts: Array.from({ length: MAX_MOUNTS + 1 }, () => ({ path: dir, mode: 'ro' })) },
     { ...ok, mounts: [{ path: dir, mode: 'rx' }] },
     { ...ok, env: { A: 1 } },
     { ...ok, network: 'on' },

@@ -289,6 +289,8 @@ export interface CommandDiagnosticsMessage {
 export declare const DEFAULT_MAX_OUTPUT_BYTES: number;
 /** Most bytes of the delivered stderr kept in `stderrTail` (never more than maxStderrBytes). */
 export declare const STDERR_TAIL_BYTES: number;
+/** Most mounts one command may have (more is confinement.option-invalid). */
+export declare const MAX_MOUNTS: number;
 /** The PATH a command gets unless `env` sets one. */
 export declare const DEFAULT_COMMAND_PATH: '/usr/bin:/bin';
 
