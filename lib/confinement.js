@@ -25,6 +25,7 @@ import diagnostics from 'node:diagnostics_channel';
 import { constants as fsConstants, accessSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import { parseAllowlist } from './allowlist.js';
 import { commandArgv, stageArgv } from './bwrap.js';
 import { parseLimitReport, parseStatus } from './collect.js';
 import { CLOSE_GRACE_MS, CONTROL_MAX_BYTES, KILL_CONFIRM_MS } from './constants.js';
@@ -121,9 +122,20 @@ function validateShape(options) {
   const network = options.network ?? 'off';
   let allowlist = null;
   if (network !== 'off') {
-    if (!isPlainObject(network) || !Array.isArray(network.allowlist))
+    if (!isPlainObject(network) || !('allowlist' in network))
       throw refuse('confinement.option-invalid', "network must be 'off' or { allowlist }");
-    allowlist = network.allowlist;
+    const { forwarderPath, onDenied, violations } = network;
+    if (forwarderPath !== undefined && (typeof forwarderPath !== 'string' || !path.isAbsolute(forwarderPath) || hasNul(forwarderPath)))
+      throw refuse('confinement.option-invalid', 'network.forwarderPath must be an absolute path');
+    if (onDenied !== undefined && typeof onDenied !== 'function')
+      throw refuse('confinement.option-invalid', 'network.onDenied must be a function');
+    if (violations !== undefined && typeof violations !== 'function')
+      throw refuse('confinement.option-invalid', 'network.violations must be a function');
+    try {
+      allowlist = parseAllowlist(network.allowlist);
+    } catch (err) {
+      throw new ConfinementError(err.code, err.message);
+    }
   }
 
   const limits = options.limits ?? {};
