@@ -17,11 +17,15 @@
 //   (host uid 0 <-> 65534) so that it reads and writes root's files as root's and what it creates
 //   is root-owned on the host; an rw mount whose directory is not owned by uid 0 cannot work
 //   through that map (its owner is unmapped: nothing could be created in it) and is refused with
-//   confinement.mount-owner-unmapped.
+//   confinement.mount-owner-unmapped. Inside an rw mount, entries owned by other uids are
+//   unmapped too: the kernel refuses writes to them (EACCES) whatever their mode; they stay
+//   readable through their "other" bits. A filesystem that cannot be idmapped (proc, sysfs...)
+//   is refused with confinement.mount-not-idmappable (the launch fails before anything runs).
 import diagnostics from 'node:diagnostics_channel';
 import { constants as fsConstants, accessSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import { parseAllowlist } from './allowlist.js';
 import { commandArgv, stageArgv } from './bwrap.js';
 import { parseLimitReport, parseStatus } from './collect.js';
 import { CLOSE_GRACE_MS, CONTROL_MAX_BYTES, KILL_CONFIRM_MS } from './constants.js';
@@ -47,6 +51,8 @@ export const DEFAULT_COMMAND_PATH = '/usr/bin:/bin';
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 // The stage takes at most 255 environment entries (native/exe/stage.c).
 const MAX_ENV_ENTRIES = 250;
+// A root caller's launch stages every mount and the stage (native/spawn.h SPAWN_MAX_MOUNTS 128).
+export const MAX_MOUNTS = 100;
 // setTimeout's largest delay.
 const MAX_WALL_TIMEOUT_MS = 2 ** 31 - 1;
 const LIMIT_KEYS = [
@@ -85,6 +91,7 @@ function validateShape(options) {
 
   const mounts = options.mounts ?? [];
   if (!Array.isArray(mounts)) throw refuse('confinement.option-invalid', 'mounts must be an array');
+  if (mounts.length > MAX_MOUNTS) throw refuse('confinement.option-invalid', `at most ${MAX_MOUNTS} mounts`);
   const normalMounts = mounts.map((m, i) => {
     if (!isPlainObject(m) || typeof m.path !== 'string' || hasNul(m.path))
       throw refuse('confinement.option-invalid', `mounts[${i}] must be { path, mode }`);
@@ -115,9 +122,20 @@ function validateShape(options) {
   const network = options.network ?? 'off';
   let allowlist = null;
   if (network !== 'off') {
-    if (!isPlainObject(network) || !Array.isArray(network.allowlist))
+    if (!isPlainObject(network) || !('allowlist' in network))
       throw refuse('confinement.option-invalid', "network must be 'off' or { allowlist }");
-    allowlist = network.allowlist;
+    const { forwarderPath, onDenied, violations } = network;
+    if (forwarderPath !== undefined && (typeof forwarderPath !== 'string' || !path.isAbsolute(forwarderPath) || hasNul(forwarderPath)))
+      throw refuse('confinement.option-invalid', 'network.forwarderPath must be an absolute path');
+    if (onDenied !== undefined && typeof onDenied !== 'function')
+      throw refuse('confinement.option-invalid', 'network.onDenied must be a function');
+    if (violations !== undefined && typeof violations !== 'function')
+      throw refuse('confinement.option-invalid', 'network.violations must be a function');
+    try {
+      allowlist = parseAllowlist(network.allowlist);
+    } catch (err) {
+      throw new ConfinementError(err.code, err.message);
+    }
   }
 
   const limits = options.limits ?? {};
@@ -309,7 +327,7 @@ function launchPlan(opts, host, asRoot) {
   const stageFile = stageBind(stage, asRoot);
   if (stageFile.mount) stageMounts.push(stageFile.mount);
   const env = { ...opts.env };
-  if (!('PATH' in env)) env.PATH = DEFAULT_COMMAND_PATH;
+  if (!Object.hasOwn(env, 'PATH')) env.PATH = DEFAULT_COMMAND_PATH;
   const l = opts.limits;
   const bwrap = bwrapPath();
   const argv = commandArgv({
@@ -459,7 +477,12 @@ function launch(opts, host, posture, asRoot) {
     proc = spawnLauncher(plan);
   } catch (err) {
     opts.signal?.removeEventListener('abort', onAbort);
-    const e = refuse('confinement.launch-failed', `the launch failed (${err.code ?? 'spawn'}): ${err.message}`);
+    // A root caller's mounts are idmapped clones: a filesystem that does not support idmapped
+    // mounts (proc, sysfs, some network or FUSE filesystems) fails the clone's setattr.
+    const e =
+      asRoot && (err.code === 'setattr' || err.code === 'open_tree')
+        ? refuse('confinement.mount-not-idmappable', `a mount cannot be staged as an idmapped clone: ${err.message}`)
+        : refuse('confinement.launch-failed', `the launch failed (${err.code ?? 'spawn'}): ${err.message}`);
     admit(opts, 'refused', [e.code], posture);
     throw e;
   }

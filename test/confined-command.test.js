@@ -27,6 +27,7 @@ import {
   COMMAND_STAGES,
   ConfinementError,
   DEFAULT_MAX_OUTPUT_BYTES,
+  MAX_MOUNTS,
   runConfinedCommand,
 } from '../lib/confinement.js';
 import { confinementPosture, setPostureForTesting } from '../lib/posture.js';
@@ -562,6 +563,7 @@ test('refusals before anything starts: every code', { skip }, async (t) => {
     { ...ok, args: 'x' },
     { ...ok, args: ['a\0b'] },
     { ...ok, mounts: {} },
+    { ...ok, mounts: Array.from({ length: MAX_MOUNTS + 1 }, () => ({ path: dir, mode: 'ro' })) },
     { ...ok, mounts: [{ path: dir, mode: 'rx' }] },
     { ...ok, env: { A: 1 } },
     { ...ok, network: 'on' },
@@ -588,6 +590,31 @@ test("a root caller's rw mount owned by another uid is refused (its owner is unm
   chownSync(path.join(owned, 'f'), 1000, 1000);
   const r = await run({ command: '/bin/cat', args: [path.join(owned, 'f')], cwd: dir, mounts: [{ path: dir, mode: 'ro' }, { path: owned, mode: 'ro' }] });
   assert.equal(r.stdout.toString(), 'other-owned\n');
+
+  // Inside a root-owned rw mount, entries owned by another uid are unmapped: not writable, even
+  // world-writable ones, while root's entries are.
+  const mixed = freshDir();
+  for (const f of ['theirs', 'mine']) writeFileSync(path.join(mixed, f), 'before\n');
+  chownSync(path.join(mixed, 'theirs'), 1000, 1000);
+  chmodSync(path.join(mixed, 'theirs'), 0o666);
+  mkdirSync(path.join(mixed, 'theirdir'));
+  chownSync(path.join(mixed, 'theirdir'), 1000, 1000);
+  chmodSync(path.join(mixed, 'theirdir'), 0o777);
+  const w = await run({
+    command: '/bin/sh',
+    args: ['-c', 'echo after >> theirs; echo after >> mine; echo x > theirdir/new; true'],
+    cwd: mixed,
+    mounts: [{ path: mixed, mode: 'rw' }],
+  });
+  assert.equal(w.result.code, 0);
+  assert.equal(readFileSync(path.join(mixed, 'theirs'), 'utf8'), 'before\n');
+  assert.equal(readFileSync(path.join(mixed, 'mine'), 'utf8'), 'before\nafter\n');
+  assert.ok(!existsSync(path.join(mixed, 'theirdir', 'new')));
+  assert.equal((w.result.stderrTail.match(/Permission denied/g) ?? []).length, 2, w.result.stderrTail);
+});
+
+test("a root caller's mount on a filesystem without idmapped mounts is refused", { skip: skip || (!asRoot && 'root callers only') }, async () => {
+  await rejectsWith({ command: '/bin/true', cwd: '/proc', mounts: [{ path: '/proc', mode: 'ro' }] }, 'confinement.mount-not-idmappable');
 });
 
 test('without usable confinement: confinement.refused with the reason, allowlist refusal wins, nothing spawned', { skip: !linux && 'Linux only' }, async (t) => {

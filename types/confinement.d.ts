@@ -50,6 +50,11 @@ export type ConfinementErrorCode =
    * owner would be unmapped and nothing could be created there.
    */
   | 'confinement.mount-owner-unmapped'
+  /**
+   * Extension (Linux, root callers): a mount's filesystem does not support idmapped mounts
+   * (proc, sysfs...), so it cannot be staged; nothing was started.
+   */
+  | 'confinement.mount-not-idmappable'
   /** Extension: `command` is not an executable file (absolute, or found on /usr/bin:/bin). */
   | 'confinement.command-not-found'
   /** Extension: `command` lies outside the system directories and the mounts. */
@@ -284,6 +289,8 @@ export interface CommandDiagnosticsMessage {
 export declare const DEFAULT_MAX_OUTPUT_BYTES: number;
 /** Most bytes of the delivered stderr kept in `stderrTail` (never more than maxStderrBytes). */
 export declare const STDERR_TAIL_BYTES: number;
+/** Most mounts one command may have (more is confinement.option-invalid). */
+export declare const MAX_MOUNTS: number;
 /** The PATH a command gets unless `env` sets one. */
 export declare const DEFAULT_COMMAND_PATH: '/usr/bin:/bin';
 
