@@ -91,6 +91,9 @@ export function parseStatus(text) {
   };
 }
 
+/** Observation seam for benchmarks (reached through lib/testing.js only). */
+export const observers = { onFacts: null };
+
 /**
  * Collects one launched process. Resolves once, with the raw facts:
  * { control, controlOverflow, statusText, stopped, killSent, launcherExit, reaped,
@@ -111,6 +114,8 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
     let programExited = false;
     let goSent = false;
     let settled = false;
+    let stoppedAt = null;
+    let reapedAt = null;
     const open = new Set(['stdout', 'stderr', 'control', 'status']);
     let graceTimer = null;
     let killTimer = null;
@@ -119,6 +124,7 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
       // First stop wins, and none is recorded after the exit was seen.
       if (stopped !== null || proc.reaped || programExited) return;
       stopped = reason;
+      stoppedAt = performance.now();
       proc.closeStdin();
       killSent = proc.kill() || killSent;
       killTimer = setTimeout(() => settle(), KILL_CONFIRM_MS);
@@ -176,6 +182,7 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
     }
 
     proc.onExit(() => {
+      reapedAt = performance.now();
       proc.closeStdin();
       if (open.size === 0) return settle();
       graceTimer = setTimeout(() => settle(), CLOSE_GRACE_MS);
@@ -192,7 +199,7 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
       if (!proc.reaped || !pipesClosed) proc.unref();
       const stdout = Buffer.concat(kept.stdout);
       const stderr = Buffer.concat(kept.stderr);
-      resolve({
+      const facts = {
         control: control.toString('latin1'),
         controlOverflow,
         statusText,
@@ -206,7 +213,10 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
         stderr,
         outputBytes,
         durationMs: performance.now() - startedAt,
-      });
+      };
+      // Benchmarks (bench/) read how long a stop took to reap; nothing else does.
+      observers.onFacts?.({ ...facts, stoppedAt, reapedAt });
+      resolve(facts);
     }
   });
 }

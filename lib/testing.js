@@ -26,3 +26,5 @@ export function allowAllFilter() {
   b.writeUInt32LE(0x7fff0000, 4); // SECCOMP_RET_ALLOW
   return b;
 }
+
+export { observers as collectObservers } from './collect.js';
