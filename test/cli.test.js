@@ -7,11 +7,13 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import {
   chmodSync,
+  cpSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   realpathSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -582,8 +584,19 @@ describe('snapshotFromGitTree', () => {
 test('the quick start: `npx confined run examples/hello` works from the package directory', () => {
   // npm needs a writable cache: under test:nobody HOME is not writable.
   const cache = tempDir('npm-cache');
+  // npx links the package and chmods its bin, which only the files' owner may do: a user runs
+  // it in a clone of their own. Under test:nobody the package is root's, so run it in a copy
+  // owned by this user (without node_modules and .git), as a clean clone would be.
+  let cwd = packageRoot;
+  if (statSync(BIN).uid !== process.getuid()) {
+    cwd = tempDir('clone');
+    cpSync(packageRoot, cwd, {
+      recursive: true,
+      filter: (source) => !/^(node_modules|\.git)(\/|$)/.test(path.relative(packageRoot, source)),
+    });
+  }
   const run = spawnSync('npx', ['confined', 'run', 'examples/hello'], {
-    cwd: packageRoot,
+    cwd,
     env: { ...cliEnv, npm_config_cache: cache, npm_config_update_notifier: 'false', npm_config_offline: 'true' },
     encoding: 'utf8',
     timeout: 180_000,
