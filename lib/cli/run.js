@@ -111,6 +111,7 @@ export function parseRun(argv) {
   const programDir = directoryArgument(positionals[0], '<program-dir>');
   const inputDir = options.input === undefined ? null : directoryArgument(options.input, '--input');
   let entry = options.entry;
+  if (entry !== undefined && entry.startsWith('./')) entry = entry.slice(2);
   if (entry === undefined) {
     entry = DEFAULT_ENTRIES.find((name) => existsSync(path.join(programDir, name)));
     if (!entry)
