@@ -74,7 +74,9 @@ Exit status:
   ${RUN_EXIT.notStarted}                         not started (host, pins, root, capacity...)
   ${RUN_EXIT.snapshot}                         a directory cannot be snapshotted (symlink, special file, path rules)
   64                         usage error
-A program may itself exit with one of these codes: use --json to tell them apart.
+A program may itself exit with one of these codes: use --json to tell them apart. With
+--json, an error before the run (64, 65, or 70 when the runtime cannot be pinned) prints a
+message on stderr and nothing on stdout.
 `;
 
 const SPEC = {
