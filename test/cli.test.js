@@ -255,6 +255,11 @@ describe('confined run', () => {
     assert.equal(run.status, RUN_EXIT.snapshot, show(run));
     assert.equal(RUN_EXIT.snapshot, 65);
     assert.match(run.stderr, /"passwd" is a symbolic link/);
+    // --ignore skips it (at any depth), and the run goes ahead.
+    mkdirSync(path.join(program, 'deps', 'passwd'), { recursive: true });
+    const ignored = cli(['run', program, '--ignore', 'passwd', '--json']);
+    assert.equal(ignored.status, 0, show(ignored));
+    assert.equal(JSON.parse(ignored.stdout).process.stdout, '1\n');
     const bad = tempDir('input-bad-name');
     writeTree(bad, { 'a b.txt': 'x' });
     const input = cli(['run', 'examples/hello', '--input', bad]);
