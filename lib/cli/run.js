@@ -74,7 +74,9 @@ Exit status:
   ${RUN_EXIT.notStarted}                         not started (host, pins, root, capacity...)
   ${RUN_EXIT.snapshot}                         a directory cannot be snapshotted (symlink, special file, path rules)
   64                         usage error
-A program may itself exit with one of these codes: use --json to tell them apart.
+A program may itself exit with one of these codes: use --json to tell them apart. With
+--json, an error before the run (64, 65, or 70 when the runtime cannot be pinned) prints a
+message on stderr and nothing on stdout.
 `;
 
 const SPEC = {
@@ -111,6 +113,7 @@ export function parseRun(argv) {
   const programDir = directoryArgument(positionals[0], '<program-dir>');
   const inputDir = options.input === undefined ? null : directoryArgument(options.input, '--input');
   let entry = options.entry;
+  if (entry !== undefined && entry.startsWith('./')) entry = entry.slice(2);
   if (entry === undefined) {
     entry = DEFAULT_ENTRIES.find((name) => existsSync(path.join(programDir, name)));
     if (!entry)
