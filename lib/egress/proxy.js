@@ -85,12 +85,14 @@ function splitAbsolute(target) {
  *   dir: where the private socket directory is made (default os.tmpdir());
  *   socketOwner: { uid, gid } to chown the directory and socket to (a root caller whose
  *     sandbox side runs as another uid without an idmapped bind; see index.js);
- *   lookup(host) -> Promise<[{ address, family }]>: internal seam for tests.
+ *   lookup(host) -> Promise<[{ address, family }]> and connect(netConnectOptions) -> Socket:
+ *     internal seams for tests (the rebinding test records what is dialled).
  * Returns { socketDir, socketPath, ready: Promise<void>, close(): Promise<void>, denials }.
  */
 export function startProxy(options) {
   const { allowlist, onDenied, violations, securityEventEmitter, command = '' } = options;
   const lookup = options.lookup ?? defaultLookup;
+  const connect = options.connect ?? net.connect;
   const socketDir = mkdtempSync(path.join(options.dir ?? os.tmpdir(), 'confined-egress-'));
   chmodSync(socketDir, 0o700);
   const socketPath = path.join(socketDir, SOCKET_NAME);
@@ -155,7 +157,7 @@ export function startProxy(options) {
   function dial(address, port) {
     return new Promise((resolve, reject) => {
       const family = parseAddress(address).family;
-      const upstream = net.connect({
+      const upstream = connect({
         host: address,
         port,
         family,
