@@ -17,7 +17,7 @@ import { ConfinementError } from '../lib/errors.js';
 import { parseAllowlist, parseHostPort } from '../lib/egress/allowlist.js';
 import { classifyAddress, vetAddress } from '../lib/egress/vet.js';
 import { startProxy } from '../lib/egress/proxy.js';
-import { defaultForwarderPath, forwarderArgv, proxyEnv, startEgress } from '../lib/egress/index.js';
+import { defaultForwarderPath, egressBinds, forwarderArgv, proxyEnv, startEgress } from '../lib/egress/index.js';
 
 const dnsLookup = promisify(dnsLookupCb);
 
@@ -738,6 +738,26 @@ describe('startEgress', () => {
     await assert.rejects(e.ready, { code: 'confinement.proxy-not-ready' });
     await e.close();
   });
+  test('socketOwner hands the directory and socket to the sandbox uid (root only)', { skip: process.getuid() === 0 ? false : 'chown needs root' }, async () => {
+    const e = startEgress({ allowlist: [], socketOwner: { uid: 65534, gid: 65534 } });
+    try {
+      await e.ready;
+      for (const p of [e.socketDir, e.socketPath]) {
+        const st = statSync(p);
+        assert.deepEqual([st.uid, st.gid], [65534, 65534], p);
+      }
+      assert.equal(statSync(e.socketDir).mode & 0o777, 0o700);
+    } finally {
+      await e.close();
+    }
+    assert.equal(existsSync(e.socketDir), false);
+  });
+  test('egressBinds: the socket directory rw and the forwarder ro, at the same paths', () => {
+    assert.deepEqual(egressBinds('/tmp/d', '/x/f'), [
+      { source: '/tmp/d', target: '/tmp/d', mode: 'rw' },
+      { source: '/x/f', target: '/x/f', mode: 'ro' },
+    ]);
+  });
   test('forwarderArgv puts the command after --exec --', () => {
     assert.deepEqual([...forwarderArgv('/f', 3128, '/s/egress.sock'), 'curl', '-s'], ['/f', '3128', '/s/egress.sock', '--exec', '--', 'curl', '-s']);
   });
@@ -963,11 +983,97 @@ describe('confined-forwarder', { skip: forwarderSkip }, () => {
     }
   });
 
+  test('--exec --ready-fd: the ready line goes to that fd, before the command runs', async () => {
+    const echo = await unixEcho();
+    try {
+      const child = spawn(forwarder, ['--ready-fd', '3', '0', echo.socketPath, '--exec', '--', '/bin/sh', '-c', 'echo command-ran'], { stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+      let out = '';
+      let ready = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stdio[3].on('data', (d) => (ready += d));
+      const [code] = await once(child, 'exit');
+      assert.equal(code, 0);
+      assert.match(ready, /^ready \d+\n$/);
+      assert.equal(out, 'command-ran\n');
+    } finally {
+      await echo.close();
+    }
+  });
+
   test('usage errors exit 125', async () => {
     for (const args of [[], ['x', '/s'], ['65536', '/s'], ['01', '/s'], ['0', '/s', '--exec'], ['0', '/s', '--exec', 'cmd']]) {
       const child = spawn(forwarder, args, { stdio: 'ignore' });
       const [code] = await once(child, 'exit');
       assert.equal(code, 125, JSON.stringify(args));
     }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Inside a real network namespace (bwrap directly: loopback only, nothing routed)
+
+function bwrapUsable() {
+  if (!existsSync('/usr/bin/bwrap')) return 'no /usr/bin/bwrap';
+  if (forwarderSkip) return forwarderSkip;
+  return false;
+}
+
+describe('forwarder inside a network namespace', { skip: bwrapUsable() }, () => {
+  test('allowed fetch, denied port, and a direct connect that bypasses the proxy fails', async (t) => {
+    const up = await httpServer('inside');
+    const other = await httpServer('other');
+    const denied = [];
+    const e = startEgress({ allowlist: [`127.0.0.1:${up.port}`], onDenied: (d) => denied.push(d), command: process.execPath });
+    await e.ready;
+    // The sandbox user maps to the caller (uid 65534 inside), so the 0700 socket directory is
+    // reachable; the runner does the equivalent with its idmapped stage mounts.
+    const script = `
+      const http = require('node:http');
+      const net = require('node:net');
+      const u = new URL(process.env.HTTP_PROXY);
+      const get = (path) => new Promise((resolve) => {
+        http.get({ host: u.hostname, port: u.port, path }, (res) => {
+          let b = ''; res.on('data', (d) => b += d); res.on('end', () => resolve(res.statusCode + ' ' + b));
+        }).on('error', (e) => resolve('error ' + e.code));
+      });
+      const direct = (port) => new Promise((resolve) => {
+        const s = net.connect({ host: '127.0.0.1', port }, () => { s.destroy(); resolve('connected'); });
+        s.on('error', (e) => resolve(e.code));
+      });
+      (async () => {
+        const out = [await get(process.argv[1]), await get(process.argv[2]), await direct(Number(process.argv[3]))];
+        process.stdout.write(JSON.stringify(out));
+      })();`;
+    const args = [
+      '--unshare-all', '--unshare-user', '--uid', '65534', '--gid', '65534', '--die-with-parent', '--new-session',
+      '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--bind', e.socketDir, e.socketDir, '--clearenv',
+      ...Object.entries(e.env).flatMap(([k, v]) => ['--setenv', k, v]),
+      ...forwarderArgv(forwarder, e.port, e.socketPath),
+      process.execPath, '-e', script, `http://127.0.0.1:${up.port}/in`, `http://127.0.0.1:${other.port}/out`, String(up.port),
+    ];
+    try {
+      const child = spawn('/usr/bin/bwrap', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (err += d));
+      const [code] = await once(child, 'exit');
+      if (code !== 0 && /bwrap:/.test(err) && out === '') {
+        t.skip(`bwrap cannot create namespaces here: ${err.trim()}`);
+        return;
+      }
+      assert.equal(code, 0, err);
+      const [allowed, refused, direct] = JSON.parse(out);
+      assert.equal(allowed, '200 inside /in');
+      assert.match(refused, /^403 /);
+      assert.equal(direct, 'ECONNREFUSED');
+      assert.deepEqual(denied.map((d) => [d.host, d.port, d.reason]), [['127.0.0.1', other.port, 'not-allowlisted']]);
+      assert.equal(other.connections(), 0);
+    } finally {
+      await e.close();
+      await up.close();
+      await other.close();
+    }
+    assert.equal(existsSync(e.socketDir), false);
   });
 });
