@@ -460,6 +460,32 @@ describe('egress proxy', () => {
     }
   });
 
+  test('a large POST body arrives intact (Content-Length framing, backpressure)', async () => {
+    const hashes = [];
+    const server = http.createServer((req, res) => {
+      const h = createHash('sha256');
+      req.on('data', (c) => h.update(c));
+      req.on('end', () => {
+        hashes.push(h.digest('hex'));
+        res.end('ok');
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = server.address().port;
+    const p = await proxyFor([`127.0.0.1:${port}`]);
+    try {
+      const body = Buffer.alloc(8 * 1024 * 1024);
+      for (let i = 0; i < body.length; i += 4) body.writeUInt32LE((i * 2246822519) >>> 0, i);
+      const answer = await exchange(p.proxy.socketPath, Buffer.concat([Buffer.from(`PUT http://127.0.0.1:${port}/big HTTP/1.1\r\nContent-Length: ${body.length}\r\n\r\n`), body]));
+      assert.match(answer, /^HTTP\/1\.1 200/);
+      assert.deepEqual(hashes, [createHash('sha256').update(body).digest('hex')]);
+    } finally {
+      await p.proxy.close();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
   test('localhost:<port> is denied by vetting (a name resolving to loopback)', async () => {
     const up = await httpServer();
     const p = await proxyFor([`localhost:${up.port}`]);
@@ -771,7 +797,8 @@ function readdirTmp() {
 // ---------------------------------------------------------------------------------------------
 // The forwarder bridge (run directly on the host)
 
-const forwarder = defaultForwarderPath();
+// CONFINED_TEST_FORWARDER: run these tests against another build (e.g. with sanitizers).
+const forwarder = process.env.CONFINED_TEST_FORWARDER ?? defaultForwarderPath();
 const forwarderSkip = existsSync(forwarder) ? false : `${forwarder} is not built (npm run build)`;
 
 /** Spawns the forwarder; resolves { child, port } once it printed its ready line. */
@@ -887,6 +914,50 @@ describe('confined-forwarder', { skip: forwarderSkip }, () => {
       await once(child, 'exit');
       await p.proxy.close();
       await up.close();
+    }
+  });
+
+  test('relays under a tight descriptor limit (ulimit -n 16), and refuses cleanly with none spare', async () => {
+    const echo = await unixEcho();
+    const children = [];
+    const limited = (n) => {
+      const child = spawn('/bin/sh', ['-c', `ulimit -n ${n} && exec "$0" 0 "$1"`, forwarder, echo.socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
+      children.push(child);
+      return child;
+    };
+    const readyPort = async (child) => {
+      let out = '';
+      child.stdout.setEncoding('latin1');
+      for await (const chunk of child.stdout) {
+        out += chunk;
+        if (out.includes('\n')) break;
+      }
+      return Number(/^ready (\d+)\n/.exec(out)[1]);
+    };
+    try {
+      const roomy = limited(16);
+      const port = await readyPort(roomy);
+      for (let i = 0; i < 3; i++) {
+        const sock = net.connect({ host: '127.0.0.1', port, allowHalfOpen: true });
+        const got = readAll(sock);
+        sock.end(`round ${i}`);
+        assert.equal(await got, `round ${i}`);
+      }
+      roomy.kill('SIGTERM');
+      assert.equal((await once(roomy, 'exit'))[0], 143);
+      // 0-2, the signalfd and two listeners: no descriptor left for the proxy connection.
+      const starved = limited(6);
+      const port2 = await readyPort(starved);
+      const sock = net.connect({ host: '127.0.0.1', port: port2 });
+      const closed = new Promise((resolve) => sock.on('close', resolve));
+      sock.on('error', () => {}); // a reset is the expected refusal here
+      sock.write('x');
+      await closed;
+      starved.kill('SIGTERM');
+      assert.equal((await once(starved, 'exit'))[0], 143);
+    } finally {
+      for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await echo.close();
     }
   });
 

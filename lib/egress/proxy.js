@@ -262,7 +262,11 @@ export function startProxy(options) {
     const feed = (chunk) => {
       if (remaining > 0) {
         const n = Math.min(remaining, chunk.length);
-        upstream.write(chunk.subarray(0, n));
+        // Backpressure: a large body waits for the upstream instead of filling memory.
+        if (!upstream.write(chunk.subarray(0, n))) {
+          client.pause();
+          upstream.once('drain', () => client.resume());
+        }
         remaining -= n;
         chunk = chunk.subarray(n);
         if (remaining === 0) upstream.end();
