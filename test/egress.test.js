@@ -407,6 +407,37 @@ describe('egress proxy', () => {
     }
   });
 
+  test('an entry naming [::1]:<port> reaches an IPv6 loopback server (CONNECT and plain)', async (t) => {
+    const requests = [];
+    const server = http.createServer((req, res) => {
+      requests.push(req.headers.host);
+      res.end(`v6 ${req.url}`);
+    });
+    const listening = await new Promise((resolve) => {
+      server.once('error', (err) => resolve(err));
+      server.listen(0, '::1', () => resolve(null));
+    });
+    if (listening) {
+      t.skip(`no IPv6 loopback here (${listening.code})`);
+      return;
+    }
+    const port = server.address().port;
+    const p = await proxyFor([`[0:0:0:0:0:0:0:1]:${port}`]);
+    try {
+      const tun = await tunnel(p.proxy.socketPath, `[::1]:${port}`);
+      assert.equal(tun.status, 200);
+      tun.sock.write('GET /tunnel HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      assert.match(await readAll(tun.sock), /v6 \/tunnel$/);
+      const plain = await exchange(p.proxy.socketPath, `GET http://[::1]:${port}/plain HTTP/1.1\r\n\r\n`);
+      assert.match(plain, /v6 \/plain$/);
+      assert.equal(requests[1], `[::1]:${port}`);
+      assert.deepEqual(p.denied, []);
+    } finally {
+      await p.proxy.close();
+      await new Promise((r) => server.close(r));
+    }
+  });
+
   test('a shorthand spelling in CONNECT matches the same entry (127.1, 2130706433)', async () => {
     const up = await httpServer();
     const p = await proxyFor([`127.0.0.1:${up.port}`]);

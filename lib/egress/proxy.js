@@ -24,6 +24,7 @@ import { vetAddress } from './vet.js';
 const MAX_HEAD = 16 * 1024;
 const HEAD_TIMEOUT_MS = 30_000;
 const CONNECT_TIMEOUT_MS = 30_000;
+const LOOKUP_TIMEOUT_MS = 30_000;
 const MAX_CONNECTIONS = 256;
 const MAX_RECORDED = 1000;
 const PLAIN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH']);
@@ -137,12 +138,23 @@ export function startProxy(options) {
   }
 
   async function resolveVetted(target, entry) {
-    if (target.literal) return { addresses: [target.host] };
     let list;
-    try {
-      list = await lookup(target.host);
-    } catch {
-      return { reason: 'resolution-failed' };
+    if (target.literal) {
+      list = [{ address: target.host }];
+    } else {
+      let timer;
+      try {
+        list = await Promise.race([
+          lookup(target.host),
+          new Promise((_, reject) => {
+            timer = setTimeout(() => reject(new Error('lookup timeout')), LOOKUP_TIMEOUT_MS);
+          }),
+        ]);
+      } catch {
+        return { reason: 'resolution-failed' };
+      } finally {
+        clearTimeout(timer);
+      }
     }
     if (!Array.isArray(list) || list.length === 0) return { reason: 'resolution-failed' };
     const addresses = [];
