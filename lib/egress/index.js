@@ -22,6 +22,10 @@
 //      the command, relays, and exits with the command's exact status (or its signal), so the
 //      stage reports the command's own result. When the stage (pid 1) exits, the pid namespace
 //      ends everything, the forwarder included.
+//      Notes: the forwarder counts as one more process of the sandbox (maxProcesses) and holds
+//      up to 6 + 2 x 64 descriptors (maxDescriptors: it still works with fewer, refusing
+//      connections it has no descriptor for). Exit 125 with "confined-forwarder:" on stderr
+//      means the bridge itself could not start (bad argv, port taken, socket path too long).
 //   5. When the run settles, whatever ended it: `await egress.close()` (idempotent): every proxy
 //      connection ends, and the socket and its directory are removed.
 import { ConfinementError } from '../errors.js';

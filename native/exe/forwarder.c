@@ -337,9 +337,9 @@ int main(int argc, char **argv) {
     return fail("listen 127.0.0.1", -fd4);
   lfds[nl++] = fd4;
   unsigned short port = bound_port(fd4);
-  /* IPv6 loopback is optional: a namespace (or host) without IPv6 has none to listen on. */
-  /* With port 0 the kernel chose a port free on 127.0.0.1 only: if [::1] has it taken, the
-   * bridge stays IPv4-only rather than failing. */
+  /* IPv6 loopback is optional: a namespace (or host) without IPv6 has none to listen on. With
+   * port 0 the kernel chose a port free on 127.0.0.1 only: if [::1] has it taken, the bridge
+   * stays IPv4-only rather than failing. */
   int fd6 = listen_on(AF_INET6, port);
   if (fd6 >= 0)
     lfds[nl++] = fd6;
