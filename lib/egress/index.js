@@ -11,7 +11,8 @@
 //      command })`, then `await egress.ready` (rejects ConfinementError
 //      confinement.proxy-not-ready; then call egress.close() and reject the run with it).
 //   3. Sandbox: keep the network namespace (loopback only). Bind `egress.socketDir` read-write
-//      at the same path, and bind the forwarder executable read-only. As a root caller the
+//      at the same path, and bind the forwarder executable read-only (exec allowed):
+//      egressBinds(egress.socketDir, forwarderPath) lists both. As a root caller the
 //      command runs as host uid 65534, and the directory is 0700 root: bind it through the
 //      idmapped stage mount (uid 0 -> 65534, as for rw mounts), or start the proxy with
 //      `socketOwner: { uid: 65534, gid: 65534 }`. Add `egress.env` to the command environment.
@@ -21,6 +22,10 @@
 //      the command, relays, and exits with the command's exact status (or its signal), so the
 //      stage reports the command's own result. When the stage (pid 1) exits, the pid namespace
 //      ends everything, the forwarder included.
+//      Notes: the forwarder counts as one more process of the sandbox (maxProcesses) and holds
+//      up to 6 + 2 x 64 descriptors (maxDescriptors: it still works with fewer, refusing
+//      connections it has no descriptor for). Exit 125 with "confined-forwarder:" on stderr
+//      means the bridge itself could not start (bad argv, port taken, socket path too long).
 //   5. When the run settles, whatever ended it: `await egress.close()` (idempotent): every proxy
 //      connection ends, and the socket and its directory are removed.
 import { ConfinementError } from '../errors.js';
@@ -60,6 +65,18 @@ export function proxyEnv(port = FORWARDER_PORT) {
  */
 export function forwarderArgv(forwarderPath, port, socketPath) {
   return Object.freeze([forwarderPath, String(port), socketPath, '--exec', '--']);
+}
+
+/**
+ * What the sandbox must bind for egress, at the same paths: the proxy socket's directory
+ * read-write (connect(2) on a socket needs write permission) and the forwarder read-only (and
+ * executable). As [{ source, target, mode: 'ro'|'rw' }].
+ */
+export function egressBinds(socketDir, forwarderPath) {
+  return Object.freeze([
+    Object.freeze({ source: socketDir, target: socketDir, mode: 'rw' }),
+    Object.freeze({ source: forwarderPath, target: forwarderPath, mode: 'ro' }),
+  ]);
 }
 
 /**

@@ -17,7 +17,7 @@ export function looksNumeric(host) {
 function partValue(part) {
   const p = part.toLowerCase();
   if (!IPV4_PART.test(p)) return null;
-  if (p.startsWith('0x')) return p.length === 2 ? 0 : parseInt(p.slice(2), 16);
+  if (p.startsWith('0x')) return p.length === 2 ? null : parseInt(p.slice(2), 16);
   if (p.length > 1 && p.startsWith('0')) return /^[0-7]+$/.test(p) ? parseInt(p, 8) : null;
   return parseInt(p, 10);
 }

@@ -24,6 +24,7 @@ import { vetAddress } from './vet.js';
 const MAX_HEAD = 16 * 1024;
 const HEAD_TIMEOUT_MS = 30_000;
 const CONNECT_TIMEOUT_MS = 30_000;
+const LOOKUP_TIMEOUT_MS = 30_000;
 const MAX_CONNECTIONS = 256;
 const MAX_RECORDED = 1000;
 const PLAIN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH']);
@@ -85,12 +86,14 @@ function splitAbsolute(target) {
  *   dir: where the private socket directory is made (default os.tmpdir());
  *   socketOwner: { uid, gid } to chown the directory and socket to (a root caller whose
  *     sandbox side runs as another uid without an idmapped bind; see index.js);
- *   lookup(host) -> Promise<[{ address, family }]>: internal seam for tests.
+ *   lookup(host) -> Promise<[{ address, family }]> and connect(netConnectOptions) -> Socket:
+ *     internal seams for tests (the rebinding test records what is dialled).
  * Returns { socketDir, socketPath, ready: Promise<void>, close(): Promise<void>, denials }.
  */
 export function startProxy(options) {
   const { allowlist, onDenied, violations, securityEventEmitter, command = '' } = options;
   const lookup = options.lookup ?? defaultLookup;
+  const connect = options.connect ?? net.connect;
   const socketDir = mkdtempSync(path.join(options.dir ?? os.tmpdir(), 'confined-egress-'));
   chmodSync(socketDir, 0o700);
   const socketPath = path.join(socketDir, SOCKET_NAME);
@@ -135,12 +138,23 @@ export function startProxy(options) {
   }
 
   async function resolveVetted(target, entry) {
-    if (target.literal) return { addresses: [target.host] };
     let list;
-    try {
-      list = await lookup(target.host);
-    } catch {
-      return { reason: 'resolution-failed' };
+    if (target.literal) {
+      list = [{ address: target.host }];
+    } else {
+      let timer;
+      try {
+        list = await Promise.race([
+          lookup(target.host),
+          new Promise((_, reject) => {
+            timer = setTimeout(() => reject(new Error('lookup timeout')), LOOKUP_TIMEOUT_MS);
+          }),
+        ]);
+      } catch {
+        return { reason: 'resolution-failed' };
+      } finally {
+        clearTimeout(timer);
+      }
     }
     if (!Array.isArray(list) || list.length === 0) return { reason: 'resolution-failed' };
     const addresses = [];
@@ -155,7 +169,7 @@ export function startProxy(options) {
   function dial(address, port) {
     return new Promise((resolve, reject) => {
       const family = parseAddress(address).family;
-      const upstream = net.connect({
+      const upstream = connect({
         host: address,
         port,
         family,
@@ -260,7 +274,11 @@ export function startProxy(options) {
     const feed = (chunk) => {
       if (remaining > 0) {
         const n = Math.min(remaining, chunk.length);
-        upstream.write(chunk.subarray(0, n));
+        // Backpressure: a large body waits for the upstream instead of filling memory.
+        if (!upstream.write(chunk.subarray(0, n))) {
+          client.pause();
+          upstream.once('drain', () => client.resume());
+        }
         remaining -= n;
         chunk = chunk.subarray(n);
         if (remaining === 0) upstream.end();

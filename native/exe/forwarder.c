@@ -61,6 +61,10 @@ struct conn {
 
 static struct conn conns[MAX_CONNS];
 
+/* Set when accept ran out of descriptors (a command's RLIMIT_NOFILE applies here too): the
+ * listeners then stay out of poll until a connection closes, instead of spinning on them. */
+static bool accept_paused;
+
 static int fail(const char *what, int err) {
   dprintf(2, "confined-forwarder: %s: %s\n", what, strerror(err));
   return REFUSAL;
@@ -144,6 +148,7 @@ static void conn_close(struct conn *c) {
   close(c->fd[0]);
   close(c->fd[1]);
   c->used = false;
+  accept_paused = false;
 }
 
 static void accept_one(int lfd, const struct sockaddr_un *proxy) {
@@ -151,8 +156,11 @@ static void accept_one(int lfd, const struct sockaddr_un *proxy) {
   do
     cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
   while (cfd < 0 && errno == EINTR);
-  if (cfd < 0)
-    return; /* EAGAIN, ECONNABORTED, EMFILE: the next poll round tries again */
+  if (cfd < 0) {
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+      accept_paused = true;
+    return; /* EAGAIN, ECONNABORTED: the next poll round tries again */
+  }
   struct conn *slot = NULL;
   for (int i = 0; i < MAX_CONNS; i++) {
     if (!conns[i].used) {
@@ -163,6 +171,8 @@ static void accept_one(int lfd, const struct sockaddr_un *proxy) {
   int pfd = slot ? connect_proxy(proxy) : -1;
   if (pfd < 0) {
     close(cfd); /* table full or proxy gone: the client sees the connection closed */
+    if (pfd == -EMFILE || pfd == -ENFILE)
+      accept_paused = true;
     return;
   }
   memset(slot, 0, sizeof *slot);
@@ -327,11 +337,14 @@ int main(int argc, char **argv) {
     return fail("listen 127.0.0.1", -fd4);
   lfds[nl++] = fd4;
   unsigned short port = bound_port(fd4);
-  /* IPv6 loopback is optional: a namespace (or host) without IPv6 has none to listen on. */
+  /* IPv6 loopback is optional: a namespace (or host) without IPv6 has none to listen on. With
+   * port 0 the kernel chose a port free on 127.0.0.1 only: if [::1] has it taken, the bridge
+   * stays IPv4-only rather than failing. */
   int fd6 = listen_on(AF_INET6, port);
   if (fd6 >= 0)
     lfds[nl++] = fd6;
-  else if (fd6 != -EAFNOSUPPORT && fd6 != -EADDRNOTAVAIL && fd6 != -EPROTONOSUPPORT)
+  else if (fd6 != -EAFNOSUPPORT && fd6 != -EADDRNOTAVAIL && fd6 != -EPROTONOSUPPORT &&
+           !(fd6 == -EADDRINUSE && port_l == 0))
     return fail("listen [::1]", -fd6);
 
   if (ready_fd >= 0) {
@@ -355,27 +368,40 @@ int main(int argc, char **argv) {
     }
   }
 
+  /* Only descriptors in use go into the poll set: poll(2) refuses (EINVAL) an nfds above
+   * RLIMIT_NOFILE, and a command's maxDescriptors limit applies to this process too. */
   struct pollfd pfds[1 + MAX_LISTEN + 2 * MAX_CONNS];
   short asked[MAX_CONNS][2];
+  int at[MAX_CONNS][2];
   for (;;) {
     int n = 0;
     pfds[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
-    for (int i = 0; i < nl; i++)
+    int first_listener = n;
+    int listening = accept_paused ? 0 : nl;
+    for (int i = 0; i < listening; i++)
       pfds[n++] = (struct pollfd){.fd = lfds[i], .events = POLLIN};
     for (int i = 0; i < MAX_CONNS; i++) {
       for (int side = 0; side < 2; side++) {
         asked[i][side] = conns[i].used ? wanted(&conns[i], side) : 0;
-        /* An fd with nothing asked is left out (fd -1): a hung-up peer would otherwise report
-         * POLLHUP on every round while the other direction still drains. */
-        int fd = asked[i][side] ? conns[i].fd[side] : -1;
-        pfds[n++] = (struct pollfd){.fd = fd, .events = asked[i][side]};
+        at[i][side] = -1;
+        /* An fd with nothing asked is left out: a hung-up peer would otherwise report POLLHUP
+         * on every round while the other direction still drains. */
+        if (asked[i][side]) {
+          at[i][side] = n;
+          pfds[n++] = (struct pollfd){.fd = conns[i].fd[side], .events = asked[i][side]};
+        }
       }
     }
-    int rc = poll(pfds, (nfds_t)n, -1);
+    /* Paused listeners are retried every 100 ms even if no connection closes. */
+    int rc = poll(pfds, (nfds_t)n, accept_paused ? 100 : -1);
     if (rc < 0) {
       if (errno == EINTR)
         continue;
       return fail("poll", errno);
+    }
+    if (rc == 0) {
+      accept_paused = false;
+      continue;
     }
     if (pfds[0].revents & POLLIN) {
       struct signalfd_siginfo si;
@@ -397,14 +423,15 @@ int main(int argc, char **argv) {
         }
       }
     }
-    for (int i = 0; i < nl; i++) {
-      if (pfds[1 + i].revents & POLLIN)
+    for (int i = 0; i < listening; i++) {
+      if (pfds[first_listener + i].revents & POLLIN)
         accept_one(lfds[i], &proxy);
     }
     for (int i = 0; i < MAX_CONNS; i++) {
-      if (!conns[i].used || (!asked[i][0] && !asked[i][1]))
+      if (!conns[i].used || (at[i][0] < 0 && at[i][1] < 0))
         continue;
-      short rev[2] = {pfds[1 + nl + 2 * i].revents, pfds[1 + nl + 2 * i + 1].revents};
+      short rev[2] = {at[i][0] < 0 ? 0 : pfds[at[i][0]].revents,
+                      at[i][1] < 0 ? 0 : pfds[at[i][1]].revents};
       service(&conns[i], rev, asked[i]);
     }
   }
