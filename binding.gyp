@@ -32,6 +32,11 @@
       "target_name": "confined-stage",
       "type": "executable",
       "sources": ["<!@(node scripts/sources.mjs stage)"]
+    },
+    {
+      "target_name": "confined-forwarder",
+      "type": "executable",
+      "sources": ["<!@(node scripts/sources.mjs forwarder)"]
     }
   ]
 }
