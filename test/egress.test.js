@@ -215,3 +215,25 @@ test('the proxy normalises every target before matching', { skip: !linux && 'Lin
   await p2.close();
   assert.ok(!existsSync(dir), 'the socket and its directory are removed on close');
 });
+
+test('confinement.proxy-not-ready when the proxy cannot start; nothing is spawned', { skip }, async (t) => {
+  const saved = process.env.TMPDIR;
+  t.after(() => {
+    if (saved === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = saved;
+  });
+  const events = [];
+  // The proxy's directory is made under os.tmpdir(): point it nowhere.
+  process.env.TMPDIR = path.join(base, 'no-such-dir');
+  await assert.rejects(
+    runConfinedCommand({
+      command: '/bin/true',
+      cwd: base,
+      mounts: [{ path: base, mode: 'ro' }],
+      network: { allowlist: ['example.test:443'] },
+      securityEventEmitter: { emit: (name, e) => events.push([name, e.verdict, e.reasons]) },
+    }),
+    { code: 'confinement.proxy-not-ready' },
+  );
+  assert.deepEqual(events, [['sandbox:admission', 'refused', ['confinement.proxy-not-ready']]]);
+});
