@@ -222,7 +222,12 @@ function validateHost(opts, asRoot) {
     }
     if (real !== m.path)
       throw refuse('confinement.mount-not-canonical', `mounts[${i}].path ${m.path} is not canonical (it resolves to ${real})`);
-    const st = statSync(m.path);
+    let st;
+    try {
+      st = statSync(m.path);
+    } catch (err) {
+      throw refuse('confinement.mount-missing', `mounts[${i}].path ${m.path} cannot be examined: ${err.code ?? err.message}`);
+    }
     if (!st.isDirectory() && !st.isFile())
       throw refuse('confinement.mount-missing', `mounts[${i}].path ${m.path} is neither a directory nor a regular file`);
     if (asRoot && m.mode === 'rw' && st.uid !== 0)
