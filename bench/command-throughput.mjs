@@ -86,9 +86,15 @@ try {
   await confinedTrue(); // the one-time posture probe is not part of the figures
   const conf = [];
   const plain = [];
+  const cpu = { conf: [], plain: [] };
+  const cpuMs = (u) => (u.user + u.system) / 1000;
   for (let i = 0; i < runs; i++) {
+    let u = process.cpuUsage();
     plain.push(await plainStream());
+    cpu.plain.push(cpuMs(process.cpuUsage(u)));
+    u = process.cpuUsage();
     conf.push(await confinedStream());
+    cpu.conf.push(cpuMs(process.cpuUsage(u)));
   }
   const gib = bytes / 1024 ** 3;
   const confRate = gib / (median(conf) / 1000);
@@ -97,6 +103,7 @@ try {
   console.log(`  child_process.spawn : ${median(plain).toFixed(0)} ms  ${plainRate.toFixed(2)} GiB/s  runs ${plain.map((x) => x.toFixed(0)).join(' ')}`);
   console.log(`  runConfinedCommand  : ${median(conf).toFixed(0)} ms  ${confRate.toFixed(2)} GiB/s  runs ${conf.map((x) => x.toFixed(0)).join(' ')}`);
   console.log(`  throughput ratio confined/plain: ${(confRate / plainRate).toFixed(2)}x (target >= 0.8x)`);
+  console.log(`  host node CPU (user+sys, median): plain ${median(cpu.plain).toFixed(0)} ms, confined ${median(cpu.conf).toFixed(0)} ms`);
 
   const ct = [];
   const bt = [];

@@ -30,7 +30,9 @@ import { commandArgv, stageArgv } from './bwrap.js';
 import { parseLimitReport, parseStatus } from './collect.js';
 import { CLOSE_GRACE_MS, CONTROL_MAX_BYTES, KILL_CONFIRM_MS } from './constants.js';
 import { ConfinementError } from './errors.js';
+import { startEgressProxy } from './egress-proxy.js';
 import { bwrapPath, stagePath } from './host.js';
+import { helperPath } from './native.js';
 import { spawnLauncher, STAGING_DIR } from './launch.js';
 import { commandFilter, confinementPosture, existingSystemDirs, stageBind } from './posture.js';
 import { signalName } from './signals.js';
@@ -48,9 +50,16 @@ export const STDERR_TAIL_BYTES = 4096;
 /** PATH the command gets unless `env` sets one. */
 export const DEFAULT_COMMAND_PATH = '/usr/bin:/bin';
 
+/** Where the forwarder bridge listens inside the sandbox's network namespace (loopback only). */
+export const FORWARDER_PORT = 3128;
+/** Where the proxy's Unix socket is bound inside the sandbox. */
+const PROXY_SOCKET_TARGET = '/run/confined/proxy.sock';
+const PROXY_ENV_NAMES = ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy'];
+
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-// The stage takes at most 255 environment entries (native/exe/stage.c).
-const MAX_ENV_ENTRIES = 250;
+// The stage takes at most 255 environment entries (native/exe/stage.c), PATH and the six proxy
+// variables included.
+const MAX_ENV_ENTRIES = 240;
 // A root caller's launch stages every mount and the stage (native/spawn.h SPAWN_MAX_MOUNTS 128).
 export const MAX_MOUNTS = 100;
 // setTimeout's largest delay.
@@ -121,6 +130,7 @@ function validateShape(options) {
 
   const network = options.network ?? 'off';
   let allowlist = null;
+  let egress = null;
   if (network !== 'off') {
     if (!isPlainObject(network) || !('allowlist' in network))
       throw refuse('confinement.option-invalid', "network must be 'off' or { allowlist }");
@@ -136,6 +146,7 @@ function validateShape(options) {
     } catch (err) {
       throw new ConfinementError(err.code, err.message);
     }
+    egress = { forwarderPath: forwarderPath ?? null, onDenied, violations };
   }
 
   const limits = options.limits ?? {};
@@ -178,6 +189,7 @@ function validateShape(options) {
     env: { ...env },
     network: allowlist === null ? 'off' : 'allowlist',
     allowlist,
+    egress,
     limits: applied,
     signal,
     securityEventEmitter,
@@ -210,7 +222,12 @@ function validateHost(opts, asRoot) {
     }
     if (real !== m.path)
       throw refuse('confinement.mount-not-canonical', `mounts[${i}].path ${m.path} is not canonical (it resolves to ${real})`);
-    const st = statSync(m.path);
+    let st;
+    try {
+      st = statSync(m.path);
+    } catch (err) {
+      throw refuse('confinement.mount-missing', `mounts[${i}].path ${m.path} cannot be examined: ${err.code ?? err.message}`);
+    }
     if (!st.isDirectory() && !st.isFile())
       throw refuse('confinement.mount-missing', `mounts[${i}].path ${m.path} is neither a directory nor a regular file`);
     if (asRoot && m.mode === 'rw' && st.uid !== 0)
@@ -235,10 +252,21 @@ function validateHost(opts, asRoot) {
       .find(executableFile);
     if (!file) throw refuse('confinement.command-not-found', `command ${opts.command} is not on ${DEFAULT_COMMAND_PATH}`);
   }
+  let forwarder = null;
+  if (opts.egress) {
+    forwarder = opts.egress.forwarderPath ?? helperPath('forwarder');
+    try {
+      forwarder = realpathSync(forwarder);
+    } catch {
+      throw refuse('confinement.forwarder-not-found', `the forwarder bridge ${forwarder} does not exist`);
+    }
+    if (!executableFile(forwarder))
+      throw refuse('confinement.forwarder-not-found', `the forwarder bridge ${forwarder} is not an executable file`);
+  }
   const visible = [...existingSystemDirs(), ...opts.mounts.map((m) => m.path)];
   if (!visible.some((d) => isInside(file, d)))
     throw refuse('confinement.command-not-mounted', `command ${file} is not inside a system directory or a mount`);
-  return { file, mountsInfo };
+  return { file, mountsInfo, forwarder };
 }
 
 function observe(opts, fn) {
@@ -294,8 +322,6 @@ export async function runConfinedCommand(options) {
   if (opts.network === 'allowlist' && !posture.enforced)
     throw refused('confinement.allowlist-requires-confinement', `an allowlist needs confinement: ${posture.reason}`, posture);
   if (!posture.enforced) throw refused('confinement.refused', posture.reason, posture);
-  if (opts.network === 'allowlist')
-    throw refused('confinement.allowlist-not-supported', 'network allowlists are not supported yet (issue 6)', posture);
   const asRoot = process.geteuid() === 0;
   let host;
   try {
@@ -304,12 +330,34 @@ export async function runConfinedCommand(options) {
     if (err instanceof ConfinementError) admit(opts, 'refused', [err.code], posture);
     throw err;
   }
-  if (opts.signal?.aborted) throw refused('confinement.aborted', 'the signal was aborted before launch', posture);
+  let proxy = null;
+  if (opts.egress) {
+    try {
+      proxy = await startEgressProxy({
+        allowlist: opts.allowlist,
+        command: opts.command,
+        onDenied: opts.egress.onDenied,
+        violations: opts.egress.violations,
+        securityEventEmitter: opts.securityEventEmitter,
+      });
+    } catch (err) {
+      throw refused('confinement.proxy-not-ready', `the egress proxy did not start: ${err.message}`, posture);
+    }
+  }
+  if (opts.signal?.aborted) {
+    await proxy?.close();
+    throw refused('confinement.aborted', 'the signal was aborted before launch', posture);
+  }
   admit(opts, 'admitted', [], posture);
-  return launch(opts, host, posture, asRoot);
+  try {
+    return launch(opts, host, posture, asRoot, proxy);
+  } catch (err) {
+    await proxy?.close();
+    throw err;
+  }
 }
 
-function launchPlan(opts, host, asRoot) {
+function launchPlan(opts, host, asRoot, proxy) {
   const stage = stagePath();
   const stageMounts = [];
   const binds = opts.mounts.map((m, i) => {
@@ -328,6 +376,23 @@ function launchPlan(opts, host, asRoot) {
   if (stageFile.mount) stageMounts.push(stageFile.mount);
   const env = { ...opts.env };
   if (!Object.hasOwn(env, 'PATH')) env.PATH = DEFAULT_COMMAND_PATH;
+  let file = host.file;
+  let args = opts.args;
+  if (proxy) {
+    // The forwarder bridge (read-only) and the proxy socket (bound at a fixed path); a root
+    // caller's launcher cannot traverse their host paths, so both are staged.
+    const fwd = asRoot ? `${STAGING_DIR}/f0` : host.forwarder;
+    const sock = asRoot ? `${STAGING_DIR}/p0` : proxy.socketPath;
+    if (asRoot) {
+      stageMounts.push({ source: host.forwarder, target: fwd, readonly: true, noexec: false, isFile: true });
+      stageMounts.push({ source: proxy.socketPath, target: sock, readonly: false, noexec: true, isFile: true });
+    }
+    binds.push({ source: fwd, target: host.forwarder, mode: 'ro' });
+    binds.push({ source: sock, target: PROXY_SOCKET_TARGET, mode: 'rw' });
+    for (const name of PROXY_ENV_NAMES) env[name] = `http://127.0.0.1:${FORWARDER_PORT}`;
+    args = [String(FORWARDER_PORT), PROXY_SOCKET_TARGET, '--', host.file, ...opts.args];
+    file = host.forwarder;
+  }
   const l = opts.limits;
   const bwrap = bwrapPath();
   const argv = commandArgv({
@@ -346,8 +411,8 @@ function launchPlan(opts, host, asRoot) {
       },
       keepControl: false,
       env,
-      file: host.file,
-      args: opts.args,
+      file,
+      args,
     }),
   });
   return {
@@ -371,8 +436,8 @@ function limitsMatch(measured, l) {
   return true;
 }
 
-function launch(opts, host, posture, asRoot) {
-  const plan = launchPlan(opts, host, asRoot);
+function launch(opts, host, posture, asRoot, proxy) {
+  const plan = launchPlan(opts, host, asRoot, proxy);
   const limits = opts.limits;
   const caps = { stdout: limits.maxStdoutBytes, stderr: limits.maxStderrBytes };
   const delivered = { stdout: 0, stderr: 0 };
@@ -458,8 +523,14 @@ function launch(opts, host, posture, asRoot) {
       posture,
       stderrTail: tail.toString('utf8'),
     });
-    resolveResult(settled);
-    publish('settled');
+    const result = settled;
+    const done = () => {
+      resolveResult(result);
+      publish('settled');
+    };
+    // The proxy ends with the command, whatever ended it.
+    if (proxy) proxy.close().then(done, done);
+    else done();
   }
 
   const open = new Set(['stdout', 'stderr', 'control', 'status']);

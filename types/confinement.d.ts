@@ -59,8 +59,8 @@ export type ConfinementErrorCode =
   | 'confinement.command-not-found'
   /** Extension: `command` lies outside the system directories and the mounts. */
   | 'confinement.command-not-mounted'
-  /** Extension: network allowlists are not implemented yet on an enforced host (issue 6). */
-  | 'confinement.allowlist-not-supported'
+  /** Extension: the forwarder bridge (`forwarderPath`, or the one this package ships) is missing. */
+  | 'confinement.forwarder-not-found'
   /** Extension: the launcher could not be spawned (nothing was started). */
   | 'confinement.launch-failed'
   | `proxy.job-allowlist.${string}`;
@@ -289,6 +289,11 @@ export interface CommandDiagnosticsMessage {
 export declare const DEFAULT_MAX_OUTPUT_BYTES: number;
 /** Most bytes of the delivered stderr kept in `stderrTail` (never more than maxStderrBytes). */
 export declare const STDERR_TAIL_BYTES: number;
+/**
+ * The port the forwarder bridge listens on inside the sandbox (its own network namespace, loopback
+ * only); the proxy variables are `http://127.0.0.1:<FORWARDER_PORT>`.
+ */
+export declare const FORWARDER_PORT: number;
 /** Most mounts one command may have (more is confinement.option-invalid). */
 export declare const MAX_MOUNTS: number;
 /** The PATH a command gets unless `env` sets one. */
