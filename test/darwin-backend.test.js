@@ -111,7 +111,7 @@ test('hello runs under sandbox-exec and the launch reports the limits', { skip: 
   const r = await runConfined(b, ns, 'main.mjs');
   assert.equal(r.code, 0, r.stderr);
   assert.equal(r.stdout, 'hello from the sandbox\n');
-  assert.match(r.control, /^cpu soft 10\ncpu hard 10\ndescriptors soft 64\ndescriptors hard 64\ncore soft 0\ncore hard 0\nfile soft 0\nfile hard 0\n/);
+  assert.match(r.control, /^limit cpu soft 10\nlimit cpu hard 10\nlimit descriptors soft 64\nlimit descriptors hard 64\nlimit core soft 0\nlimit core hard 0\nlimit file soft 0\nlimit file hard 0\n/);
 });
 
 const WRITE_PROBE = `

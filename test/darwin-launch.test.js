@@ -176,14 +176,14 @@ test('the launch script sets the limits, reports eight lines on fd 3, then execu
   ]);
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(r.output[3].split('\n').filter(Boolean), [
-    'cpu soft 7',
-    'cpu hard 7',
-    'descriptors soft 100',
-    'descriptors hard 100',
-    'core soft 0',
-    'core hard 0',
-    'file soft 0',
-    'file hard 0',
+    'limit cpu soft 7',
+    'limit cpu hard 7',
+    'limit descriptors soft 100',
+    'limit descriptors hard 100',
+    'limit core soft 0',
+    'limit core hard 0',
+    'limit file soft 0',
+    'limit file hard 0',
   ]);
   // Measured in the executed process, not taken from the report.
   assert.equal(r.stdout.trim(), '7 7 100 100 0 0 0 0');

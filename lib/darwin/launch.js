@@ -18,8 +18,9 @@ export const TOOL_PATHS = Object.freeze({
 
 /**
  * Sets the four limits (CPU seconds and descriptors soft = hard, core and file size 0),
- * reports them on fd 3 as eight lines `<limit> <soft|hard> <value>` in the order cpu,
- * descriptors, core, file (values in dash units: seconds, descriptors, 512-byte blocks,
+ * reports them on fd 3 as eight lines `limit <name> <soft|hard> <value>` in the order cpu,
+ * descriptors, core, file (exactly the Linux stage's format, so lib/collect.js parseControl
+ * reads both) (values in dash units: seconds, descriptors, 512-byte blocks,
  * or 'unlimited'), then replaces itself with the rest of its arguments. Any failure exits
  * 125 (the spec's refusal code) before anything is executed.
  */
@@ -27,10 +28,10 @@ export const LAUNCH_SCRIPT = [
   'ulimit -t "$1" && ulimit -n "$2" && ulimit -c 0 && ulimit -f 0 || exit 125',
   'shift 2 || exit 125',
   '{',
-  "  printf 'cpu soft ' && ulimit -S -t && printf 'cpu hard ' && ulimit -H -t &&",
-  "  printf 'descriptors soft ' && ulimit -S -n && printf 'descriptors hard ' && ulimit -H -n &&",
-  "  printf 'core soft ' && ulimit -S -c && printf 'core hard ' && ulimit -H -c &&",
-  "  printf 'file soft ' && ulimit -S -f && printf 'file hard ' && ulimit -H -f",
+  "  printf 'limit cpu soft ' && ulimit -S -t && printf 'limit cpu hard ' && ulimit -H -t &&",
+  "  printf 'limit descriptors soft ' && ulimit -S -n && printf 'limit descriptors hard ' && ulimit -H -n &&",
+  "  printf 'limit core soft ' && ulimit -S -c && printf 'limit core hard ' && ulimit -H -c &&",
+  "  printf 'limit file soft ' && ulimit -S -f && printf 'limit file hard ' && ulimit -H -f",
   '} >&3 || exit 125',
   'exec "$@"',
   'exit 125',
