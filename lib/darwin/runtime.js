@@ -8,8 +8,8 @@
 //            bytes only: they are system binaries whose own dependencies are system libraries,
 //            covered by the OS build; they are not parsed, since Apple ships them as fat
 //            binaries with arm64e slices that the reader refuses to choose between).
-//   aliases  every path dyld opens that is not its real path (closure aliases, including a
-//            symlinked process.execPath): { link, target } with target the REAL path (Linux
+//   aliases  every path dyld opens that is not its real path (closure aliases; node itself
+//            is resolved first, as on Linux): { link, target } with target the REAL path (Linux
 //            records readlink's text per traversed link; here the closure module reports
 //            link -> real path, which is what Seatbelt's literal rules check).
 //   os       kernelRelease = uname release, kernelVersion = uname version, id = 'macos',
@@ -122,9 +122,17 @@ export function describeRuntimeDarwin(deps = {}) {
       return bytes;
     },
   };
+  // node's real path, as on Linux (the launch executes it; a link to it is never opened).
+  let nodePath;
+  try {
+    nodePath = d.host.realpath(d.execPath);
+  } catch (err) {
+    throw unavailable(`node: ${err.message}`, err);
+  }
+  if (nodePath === null) throw unavailable(`node: ${d.execPath} does not exist`);
   let closure;
   try {
-    closure = resolveClosure({ executable: d.execPath, cpu: machoCpu(d.arch), host, parse: d.parse });
+    closure = resolveClosure({ executable: nodePath, cpu: machoCpu(d.arch), host, parse: d.parse });
   } catch (err) {
     throw unavailable(`node's closure cannot be resolved: ${err.message}`, err);
   }
