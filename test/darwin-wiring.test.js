@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import diagnostics from 'node:diagnostics_channel';
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -722,4 +723,272 @@ test('planDarwinLaunch: runtime libraries and plain alias links become RUNTIME_ 
   const values = plan.params.filter((p) => p.name.startsWith('RUNTIME_')).map((p) => p.value).sort();
   assert.deepEqual(values, ['/opt/node/lib/libuv.1.0.dylib', '/opt/node/lib/libuv.1.dylib']);
   assert.ok(!values.includes('/bin/dash'), 'launchers run outside the sandbox and are not readable in it');
+});
+
+// ------------------------------------------------------------------------------------------
+// runConfinedCommand on darwin (runCommandDarwin) with fakes, and once for real minus
+// sandbox-exec to show what the process-group kill ends and what escapes it
+
+import { COMMAND_CHANNEL, DEFAULT_COMMAND_PATH, STDERR_TAIL_BYTES } from '../lib/confinement.js';
+import {
+  DARWIN_COMMAND_CHANNEL,
+  DARWIN_DEFAULT_COMMAND_PATH,
+  DARWIN_STDERR_TAIL_BYTES,
+  darwinCommandPosture,
+  runCommandDarwin,
+} from '../lib/darwin/confinement.js';
+
+const ENFORCED = Object.freeze({ enforced: true, backend: 'seatbelt', reason: null });
+
+/** The normalised options lib/confinement.js validateShape produces. */
+function cmdOptions(over = {}) {
+  return {
+    command: '/bin/sh',
+    args: ['-c', 'true'],
+    mounts: [{ path: '/work/project', mode: 'rw' }],
+    cwd: '/work/project',
+    env: {},
+    network: 'off',
+    allowlist: null,
+    signal: undefined,
+    securityEventEmitter: undefined,
+    recordAdmission: undefined,
+    ...over,
+    limits: {
+      wallTimeoutMs: null,
+      maxStdoutBytes: 1 << 20,
+      maxStderrBytes: 1 << 20,
+      cpuSeconds: null,
+      maxDescriptors: null,
+      fileSizeBytes: null,
+      maxProcesses: null,
+      ...over.limits,
+    },
+  };
+}
+
+/** A file system where /work/project is a directory and /bin/sh an executable. */
+function cmdContext(script, over = {}) {
+  const calls = { admit: [], spawn: [], killGroup: [] };
+  const children = [];
+  const statOf = (p) => {
+    if (p === '/work/project') return { isDirectory: () => true, isFile: () => false };
+    if (p === '/bin/sh' || p === '/usr/bin/true') return { isDirectory: () => false, isFile: () => true };
+    throw Object.assign(new Error(`ENOENT ${p}`), { code: 'ENOENT' });
+  };
+  const ctx = {
+    posture: ENFORCED,
+    geteuid: () => 501,
+    realpath: (p) => (statOf(p), p),
+    stat: statOf,
+    access: () => {},
+    admit: (verdict, reasons, posture) => calls.admit.push({ verdict, reasons: [...reasons], posture }),
+    killGroup: (pgid, sig) => {
+      calls.killGroup.push([pgid, sig]);
+      const c = children.find((x) => x.pid === pgid);
+      setImmediate(() => c.die(null, sig));
+    },
+    spawn: (file, args, options) => {
+      calls.spawn.push({ file, args, options });
+      const c = fakeChild(script);
+      c.stdio = [null, new PassThrough(), new PassThrough()];
+      c.stdout = c.stdio[1];
+      c.stderr = c.stdio[2];
+      children.push(c);
+      return c;
+    },
+    ...over,
+  };
+  return { ctx, calls, children };
+}
+
+test('darwin command: constants equal the Linux runner’s; posture from the tool checks', () => {
+  assert.equal(DARWIN_COMMAND_CHANNEL, COMMAND_CHANNEL);
+  assert.equal(DARWIN_DEFAULT_COMMAND_PATH, DEFAULT_COMMAND_PATH);
+  assert.equal(DARWIN_STDERR_TAIL_BYTES, STDERR_TAIL_BYTES);
+  assert.deepEqual({ ...darwinCommandPosture({ platform: 'linux' }) }, {
+    enforced: false,
+    backend: 'seatbelt',
+    reason: 'platform linux is not darwin',
+  });
+  const good = (p) => ({
+    uid: 0,
+    mode: p.endsWith('env') || p.endsWith('sandbox-exec') ? 0o100755 : 0o40755,
+    isFile: () => p.endsWith('env') || p.endsWith('sandbox-exec'),
+    isDirectory: () => !(p.endsWith('env') || p.endsWith('sandbox-exec')),
+    isSymbolicLink: () => false,
+  });
+  assert.deepEqual({ ...darwinCommandPosture({ platform: 'darwin', lstat: good }) }, ENFORCED);
+  const bad = (p) => ({ ...good(p), uid: p === '/usr/bin/sandbox-exec' ? 501 : 0 });
+  const u = darwinCommandPosture({ platform: 'darwin', lstat: bad });
+  assert.equal(u.enforced, false);
+  assert.match(u.reason, /sandbox-exec is owned by uid 501/);
+});
+
+test('darwin command: refusals name the guarantee macOS cannot give, and are admitted as refused', async () => {
+  const cases = [
+    [{}, { posture: { enforced: false, backend: 'seatbelt', reason: 'no sandbox-exec' } }, 'confinement.refused', /no sandbox-exec/],
+    [{ network: 'allowlist', allowlist: ['a.example:443'] }, { posture: { enforced: false, backend: 'seatbelt', reason: 'x' } }, 'confinement.allowlist-requires-confinement', /needs confinement/],
+    [{}, { geteuid: () => 0 }, 'confinement.refused', /root caller/],
+    [{ limits: { maxProcesses: 10 } }, {}, 'confinement.refused', /RLIMIT_NPROC counts every process of the user/],
+    [{ limits: { cpuSeconds: 5 } }, {}, 'confinement.refused', /cpuSeconds is not applied/],
+    [{ limits: { fileSizeBytes: 512 } }, {}, 'confinement.refused', /fileSizeBytes is not applied/],
+    [{ network: 'allowlist', allowlist: ['a.example:443'] }, {}, 'confinement.allowlist-not-supported', /egress proxy/],
+    [{ cwd: '/elsewhere' }, {}, 'confinement.cwd-not-mounted', /not inside any mount/],
+    [{ command: 'nope' }, {}, 'confinement.command-not-found', /not on \/usr\/bin:\/bin/],
+    [{ mounts: [{ path: '/work/missing', mode: 'ro' }], cwd: '/work/missing' }, {}, 'confinement.mount-missing', /cannot be resolved/],
+    [{ command: '/work/project/../x' }, {}, 'confinement.command-not-found', /not an executable/],
+  ];
+  for (const [o, c, code, pattern] of cases) {
+    const { ctx, calls } = cmdContext(() => assert.fail('nothing may run'), c);
+    await assert.rejects(runCommandDarwin(cmdOptions(o), ctx), (err) => {
+      assert.equal(err.name, 'ConfinementError');
+      assert.equal(err.code, code, err.message);
+      assert.match(err.message, pattern);
+      return true;
+    });
+    assert.equal(calls.spawn.length, 0);
+    assert.deepEqual(calls.admit.map((a) => [a.verdict, a.reasons]), [['refused', [code]]]);
+  }
+  const notCanonical = cmdContext(() => {}, { realpath: () => '/private/work/project' });
+  await assert.rejects(runCommandDarwin(cmdOptions(), notCanonical.ctx), { code: 'confinement.mount-not-canonical' });
+  const ac = new AbortController();
+  ac.abort();
+  const aborted = cmdContext(() => {});
+  await assert.rejects(runCommandDarwin(cmdOptions({ signal: ac.signal }), aborted.ctx), { code: 'confinement.aborted' });
+});
+
+test('darwin command: the launch (env -i, sandbox-exec, the command), exact exit, caps and tail', async () => {
+  const { ctx, calls, children } = cmdContext((c) => {
+    c.stdout.write('0123456789');
+    c.stderr.write('e'.repeat(10));
+    setImmediate(() => c.die(3, null));
+  });
+  const stages = [];
+  const sub = (m) => stages.push(m.event);
+  diagnostics.subscribe(COMMAND_CHANNEL, sub);
+  let handle;
+  try {
+    handle = await runCommandDarwin(
+      cmdOptions({ env: { CI: '1' }, args: ['-c', 'x'], limits: { maxStdoutBytes: 4, maxStderrBytes: 6 } }),
+      ctx,
+    );
+    const out = [];
+    handle.stdout.on('data', (b) => out.push(b));
+    const r = await handle.wait();
+    assert.equal(Buffer.concat(out).toString(), '0123');
+    assert.deepEqual({ ...r }, {
+      code: 3,
+      signal: null,
+      timedOut: false,
+      truncated: true,
+      aborted: false,
+      confined: true,
+      posture: ENFORCED,
+      stderrTail: 'eeeeee',
+    });
+  } finally {
+    diagnostics.unsubscribe(COMMAND_CHANNEL, sub);
+  }
+  assert.deepEqual(stages, ['admitted', 'spawned', 'running', 'exited', 'settled']);
+  assert.equal(handle.pid, children[0].pid);
+  assert.deepEqual(calls.admit.map((a) => a.verdict), ['admitted']);
+  const { file, args, options } = calls.spawn[0];
+  assert.equal(file, '/usr/bin/env');
+  assert.deepEqual(args.slice(0, 4), ['-i', 'CI=1', 'PATH=/usr/bin:/bin', '/usr/bin/sandbox-exec']);
+  assert.ok(args.includes('MOUNT_0=/work/project'));
+  assert.deepEqual(args.slice(-3), ['/bin/sh', '-c', 'x']);
+  assert.deepEqual(options.env, {});
+  assert.equal(options.detached, true);
+  assert.equal(options.cwd, '/work/project');
+  assert.deepEqual(options.stdio, ['ignore', 'pipe', 'pipe']);
+  assert.deepEqual(calls.killGroup, []);
+  // stop() after the exit: the same result, no signal to the (reaped) group.
+  assert.equal(await handle.stop(), await handle.wait());
+  assert.deepEqual(calls.killGroup, []);
+});
+
+test('darwin command: stop and timeout signal the process group while the leader is unreaped', async () => {
+  const forever = () => {};
+  const a = cmdContext(forever);
+  const h = await runCommandDarwin(cmdOptions(), a.ctx);
+  const r = await h.stop();
+  assert.deepEqual(a.calls.killGroup, [[a.children[0].pid, 'SIGKILL']]);
+  assert.equal(r.aborted, true);
+  assert.equal(r.signal, 'SIGKILL');
+  assert.equal(r.code, null);
+  assert.equal(await h.stop(), r, 'idempotent');
+  assert.equal(a.calls.killGroup.length, 1);
+
+  const b = cmdContext(forever);
+  const h2 = await runCommandDarwin(cmdOptions({ limits: { wallTimeoutMs: 20 } }), b.ctx);
+  const r2 = await h2.wait();
+  assert.equal(r2.timedOut, true);
+  assert.equal(r2.aborted, false);
+  assert.deepEqual(b.calls.killGroup, [[b.children[0].pid, 'SIGKILL']]);
+
+  const ac = new AbortController();
+  const c = cmdContext(forever);
+  const h3 = await runCommandDarwin(cmdOptions({ signal: ac.signal }), c.ctx);
+  ac.abort();
+  const r3 = await h3.wait();
+  assert.equal(r3.aborted, true);
+  assert.equal(c.calls.killGroup.length, 1);
+});
+
+const groupSkip =
+  process.platform === 'darwin'
+    ? 'the real darwin run is in test/darwin-backend.test.js'
+    : !fs.existsSync('/usr/bin/setsid') || !fs.existsSync('/bin/sh')
+      ? 'needs /usr/bin/setsid and /bin/sh'
+      : false;
+
+/** True while pid exists and is not a zombie (a killed child reparented to a pid 1 that
+ * does not reap still answers kill(pid, 0)). */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return true;
+  }
+}
+
+test('darwin command, real processes minus sandbox-exec: stop ends the group, a setsid child escapes (documented)', { skip: groupSkip }, async (t) => {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'confined-darwin-cmd-')));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const stripSandbox = (file, args, options) => {
+    const sb = args.indexOf('/usr/bin/sandbox-exec');
+    const cmd = args.indexOf('/bin/sh', sb);
+    return spawn(file, [...args.slice(0, sb), ...args.slice(cmd)], options);
+  };
+  const h = await runCommandDarwin(
+    cmdOptions({
+      mounts: [{ path: dir, mode: 'rw' }],
+      cwd: dir,
+      // The escaping child announces itself only after setsid() (printing $! earlier would
+      // race the stop against the setsid call).
+      args: ['-c', 'sleep 60 & echo "group $!"; setsid /bin/sh -c \'echo "escaped $$"; exec sleep 60\' & wait'],
+    }),
+    { posture: ENFORCED, geteuid: () => 501, spawn: stripSandbox },
+  );
+  let text = '';
+  h.stdout.on('data', (b) => (text += b));
+  while (!/escaped \d+\n/.test(text)) await new Promise((r) => setTimeout(r, 10));
+  const group = Number(/group (\d+)/.exec(text)[1]);
+  const escaped = Number(/escaped (\d+)/.exec(text)[1]);
+  t.after(() => {
+    if (alive(escaped)) process.kill(escaped, 'SIGKILL');
+  });
+  assert.ok(alive(group) && alive(escaped));
+  const r = await h.stop();
+  assert.equal(r.signal, 'SIGKILL');
+  for (let i = 0; i < 1000 && alive(group); i++) await new Promise((res) => setTimeout(res, 10));
+  assert.equal(alive(group), false, 'the group member was killed');
+  assert.equal(alive(escaped), true, 'the setsid child left the group and escaped (what macOS cannot end)');
 });
