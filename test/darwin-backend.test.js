@@ -187,7 +187,9 @@ test('command runner profile: rw mount writable, ro mount inside it not, network
     args: ['-c', 'echo ok > a.txt; echo no > vendor/b.txt; echo done'],
     env: { PATH: '/usr/bin:/bin' },
   });
-  const r = await collect(spawn(file, argv.slice(1), { cwd: work, env: {}, stdio: ['ignore', 'pipe', 'pipe'] }));
+  // fd 3 receives the limit stage's report (lib/darwin/launch.js COMMAND_LAUNCH_SCRIPT).
+  const r = await collect(spawn(file, argv.slice(1), { argv0: argv[0], cwd: work, env: {}, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] }));
+  assert.match(r.control, /^limit cpu soft /);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(fs.readFileSync(path.join(work, 'a.txt'), 'utf8'), 'ok\n');
   assert.equal(fs.existsSync(path.join(work, 'vendor', 'b.txt')), false);
@@ -331,9 +333,12 @@ test('runCommandDarwin on this Mac: rw mount written, exact exit, stop ends the 
       ...limits,
     },
   });
-  const h = await w.runCommandDarwin(opts(['-c', 'echo ok > a.txt; exit 7']), {});
+  const h = await w.runCommandDarwin(opts(['-c', 'echo ok > a.txt; echo "$(ulimit -n) $(ulimit -c)"; exit 7'], { maxDescriptors: 77 }), {});
+  let first = '';
+  h.stdout.on('data', (b) => (first += b));
   const r = await h.wait();
   assert.equal(r.code, 7, r.stderrTail);
+  assert.equal(first, '77 0\n');
   assert.equal(fs.readFileSync(path.join(work, 'a.txt'), 'utf8'), 'ok\n');
   const h2 = await w.runCommandDarwin(opts(['-c', 'sleep 60 & echo $!; wait']), {});
   let text = '';

@@ -730,6 +730,7 @@ test('planDarwinLaunch: runtime libraries and plain alias links become RUNTIME_ 
 // sandbox-exec to show what the process-group kill ends and what escapes it
 
 import { COMMAND_CHANNEL, DEFAULT_COMMAND_PATH, STDERR_TAIL_BYTES } from '../lib/confinement.js';
+import { COMMAND_LAUNCH_SCRIPT } from '../lib/darwin/launch.js';
 import {
   DARWIN_COMMAND_CHANNEL,
   DARWIN_DEFAULT_COMMAND_PATH,
@@ -791,9 +792,10 @@ function cmdContext(script, over = {}) {
     spawn: (file, args, options) => {
       calls.spawn.push({ file, args, options });
       const c = fakeChild(script);
-      c.stdio = [null, new PassThrough(), new PassThrough()];
+      c.stdio[0] = null;
       c.stdout = c.stdio[1];
       c.stderr = c.stdio[2];
+      c.options = options;
       children.push(c);
       return c;
     },
@@ -831,8 +833,6 @@ test('darwin command: refusals name the guarantee macOS cannot give, and are adm
     [{ network: 'allowlist', allowlist: ['a.example:443'] }, { posture: { enforced: false, backend: 'seatbelt', reason: 'x' } }, 'confinement.allowlist-requires-confinement', /needs confinement/],
     [{}, { geteuid: () => 0 }, 'confinement.refused', /root caller/],
     [{ limits: { maxProcesses: 10 } }, {}, 'confinement.refused', /RLIMIT_NPROC counts every process of the user/],
-    [{ limits: { cpuSeconds: 5 } }, {}, 'confinement.refused', /cpuSeconds is not applied/],
-    [{ limits: { fileSizeBytes: 512 } }, {}, 'confinement.refused', /fileSizeBytes is not applied/],
     [{ network: 'allowlist', allowlist: ['a.example:443'] }, {}, 'confinement.allowlist-not-supported', /egress proxy/],
     [{ cwd: '/elsewhere' }, {}, 'confinement.cwd-not-mounted', /not inside any mount/],
     [{ command: 'nope' }, {}, 'confinement.command-not-found', /not on \/usr\/bin:\/bin/],
@@ -860,6 +860,7 @@ test('darwin command: refusals name the guarantee macOS cannot give, and are adm
 
 test('darwin command: the launch (env -i, sandbox-exec, the command), exact exit, caps and tail', async () => {
   const { ctx, calls, children } = cmdContext((c) => {
+    c.stdio[3].end(limitLines('unlimited', 256));
     c.stdout.write('0123456789');
     c.stderr.write('e'.repeat(10));
     setImmediate(() => c.die(3, null));
@@ -894,14 +895,26 @@ test('darwin command: the launch (env -i, sandbox-exec, the command), exact exit
   assert.equal(handle.pid, children[0].pid);
   assert.deepEqual(calls.admit.map((a) => a.verdict), ['admitted']);
   const { file, args, options } = calls.spawn[0];
-  assert.equal(file, '/usr/bin/env');
-  assert.deepEqual(args.slice(0, 4), ['-i', 'CI=1', 'PATH=/usr/bin:/bin', '/usr/bin/sandbox-exec']);
+  assert.equal(file, '/bin/dash');
+  assert.deepEqual(args.slice(0, 10), [
+    '-c',
+    COMMAND_LAUNCH_SCRIPT,
+    'confined-command',
+    '-',
+    '-',
+    '-',
+    '/usr/bin/env',
+    '-i',
+    'CI=1',
+    'PATH=/usr/bin:/bin',
+  ]);
+  assert.equal(args[10], '/usr/bin/sandbox-exec');
   assert.ok(args.includes('MOUNT_0=/work/project'));
   assert.deepEqual(args.slice(-3), ['/bin/sh', '-c', 'x']);
   assert.deepEqual(options.env, {});
   assert.equal(options.detached, true);
   assert.equal(options.cwd, '/work/project');
-  assert.deepEqual(options.stdio, ['ignore', 'pipe', 'pipe']);
+  assert.deepEqual(options.stdio, ['ignore', 'pipe', 'pipe', 'pipe']);
   assert.deepEqual(calls.killGroup, []);
   // stop() after the exit: the same result, no signal to the (reaped) group.
   assert.equal(await handle.stop(), await handle.wait());
@@ -909,7 +922,7 @@ test('darwin command: the launch (env -i, sandbox-exec, the command), exact exit
 });
 
 test('darwin command: stop and timeout signal the process group while the leader is unreaped', async () => {
-  const forever = () => {};
+  const forever = (c) => c.stdio[3].end(limitLines('unlimited', 256));
   const a = cmdContext(forever);
   const h = await runCommandDarwin(cmdOptions(), a.ctx);
   const r = await h.stop();
@@ -991,4 +1004,64 @@ test('darwin command, real processes minus sandbox-exec: stop ends the group, a 
   for (let i = 0; i < 1000 && alive(group); i++) await new Promise((res) => setTimeout(res, 10));
   assert.equal(alive(group), false, 'the group member was killed');
   assert.equal(alive(escaped), true, 'the setsid child left the group and escaped (what macOS cannot end)');
+});
+
+test('darwin command: the stage’s limits are passed, checked against its report, a mismatch ends the group', async () => {
+  const asked = { cpuSeconds: 5, maxDescriptors: 64, fileSizeBytes: 1024 };
+  const good = cmdContext((c) => {
+    c.stdio[3].end(limitLines(5, 64, 0, 2));
+    setImmediate(() => c.die(0, null));
+  });
+  const stages = [];
+  const sub = (m) => stages.push(m.event);
+  diagnostics.subscribe(COMMAND_CHANNEL, sub);
+  try {
+    const r = await (await runCommandDarwin(cmdOptions({ limits: asked }), good.ctx)).wait();
+    assert.equal(r.code, 0);
+  } finally {
+    diagnostics.unsubscribe(COMMAND_CHANNEL, sub);
+  }
+  assert.ok(stages.includes('running'));
+  assert.deepEqual(good.calls.spawn[0].args.slice(3, 6), ['5', '64', '2']);
+  assert.deepEqual(good.calls.killGroup, []);
+
+  for (const report of [limitLines(5, 64, 0, 4), limitLines(5, 64, 1, 2), limitLines(6, 64, 0, 2), 'garbage\n', 'x'.repeat(2000)]) {
+    const bad = cmdContext((c) => c.stdio[3].end(report));
+    const r = await (await runCommandDarwin(cmdOptions({ limits: asked }), bad.ctx)).wait();
+    assert.deepEqual([r.signal, r.aborted, r.timedOut], ['SIGKILL', false, false], report.slice(0, 40));
+    assert.equal(bad.calls.killGroup.length, 1);
+  }
+  // The stage failed before reporting (exit 125): nothing ran, no signal is sent.
+  const failed = cmdContext((c) => {
+    c.stdio[3].end();
+    setImmediate(() => c.die(125, null));
+  });
+  const r = await (await runCommandDarwin(cmdOptions({ limits: asked }), failed.ctx)).wait();
+  assert.equal(r.code, 125);
+  assert.deepEqual(failed.calls.killGroup, []);
+});
+
+test('darwin command, real dash stage minus sandbox-exec: limits measured in the command, fd 3 closed, report matched', { skip: groupSkip }, async (t) => {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'confined-darwin-cmd-')));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const stripSandbox = (file, args, options) => {
+    const sb = args.indexOf('/usr/bin/sandbox-exec');
+    const cmd = args.indexOf('/bin/sh', sb);
+    return spawn(file, [...args.slice(0, sb), ...args.slice(cmd)], options);
+  };
+  const h = await runCommandDarwin(
+    cmdOptions({
+      mounts: [{ path: dir, mode: 'rw' }],
+      cwd: dir,
+      args: ['-c', 'echo "$(ulimit -S -t) $(ulimit -H -t) $(ulimit -S -n) $(ulimit -H -n) $(ulimit -c) $(ulimit -S -f)"; (echo forged >&3) 2>/dev/null && echo fd3-open || echo fd3-closed'],
+      limits: { cpuSeconds: 9, maxDescriptors: 77, fileSizeBytes: 512 * 1000 },
+    }),
+    { posture: ENFORCED, geteuid: () => 501, spawn: stripSandbox },
+  );
+  let text = '';
+  h.stdout.on('data', (b) => (text += b));
+  const r = await h.wait();
+  assert.equal(r.code, 0, r.stderrTail);
+  assert.equal(r.signal, null);
+  assert.equal(text, '9 9 77 77 0 1000\nfd3-closed\n');
 });

@@ -1,8 +1,10 @@
 // runConfinedCommand on macOS: the command runs under sandbox-exec with the Seatbelt command
 // policy (lib/darwin/command.js maps the options, native/profile_seatbelt.c builds the text),
-// launched as /usr/bin/env -i <env> /usr/bin/sandbox-exec -p <profile> -D... <command> <args>.
-// env and sandbox-exec exec in place, so the ChildProcess is the command itself and its exit
-// status is exact. lib/confinement.js validates the options (its validateShape) and calls
+// launched as /bin/dash -c COMMAND_LAUNCH_SCRIPT confined-command <cpu|-> <fds|-> <blocks|->
+// /usr/bin/env -i <env> /usr/bin/sandbox-exec -p <profile> -D... <command> <args>, with
+// env {}, stdio [ignore, pipe, pipe, pipe] (fd 3: the limit report). dash, env and
+// sandbox-exec exec in place, so the ChildProcess is the command itself and its exit status
+// is exact. lib/confinement.js validates the options (its validateShape) and calls
 // runCommandDarwin with them; the handle and the result have the shapes of
 // types/confinement.d.ts.
 //
@@ -18,10 +20,13 @@
 //     pipes keep the handle from seeing 'close'; it settles CLOSE_GRACE_MS after the exit.
 // Linux ends all of these with the pid namespace.
 //
+// Limits: a dash stage (lib/darwin/launch.js COMMAND_LAUNCH_SCRIPT) sets cpuSeconds,
+// maxDescriptors and fileSizeBytes soft = hard where given and core size 0 always, and
+// reports them on fd 3 in the Linux stage's format; the report is checked as on Linux
+// (a mismatch ends the group with SIGKILL) and fd 3 is closed before the command runs.
+//
 // Refused on macOS with a precise reason (confinement.refused) rather than half-applied:
 //   - a root caller: nothing drops privileges before sandbox-exec (Linux runs uid 65534);
-//   - limits.cpuSeconds, maxDescriptors, fileSizeBytes: the command launch has no limit stage
-//     yet (not implemented here);
 //   - limits.maxProcesses: RLIMIT_NPROC on macOS counts every process of the user, not of
 //     the command, so it cannot bound the command's tree;
 //   - network { allowlist } without the egress proxy's loopback port (context.proxyPort):
@@ -31,7 +36,8 @@ import diagnostics from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { CLOSE_GRACE_MS, KILL_CONFIRM_MS } from '../constants.js';
+import { parseLimitReport } from '../collect.js';
+import { CLOSE_GRACE_MS, CONTROL_MAX_BYTES, KILL_CONFIRM_MS } from '../constants.js';
 import { ConfinementError } from '../errors.js';
 import { commandSeatbeltProfile } from './command.js';
 import { TOOL_PATHS, checkTools, commandLaunchArgv } from './launch.js';
@@ -136,17 +142,23 @@ function validateHostDarwin(opts, d) {
   return file;
 }
 
-/** The limits macOS cannot apply here: [code, reason] of the first one set, or null. */
+/** The limit macOS cannot apply: its reason, or null. */
 function limitRefusal(limits) {
   if (limits.maxProcesses !== null) {
     return 'limits.maxProcesses cannot be enforced on macOS: RLIMIT_NPROC counts every process of the user, not of the command';
   }
-  for (const key of ['cpuSeconds', 'maxDescriptors', 'fileSizeBytes']) {
-    if (limits[key] !== null) {
-      return `limits.${key} is not applied by the macOS command runner (its launch has no limit stage yet)`;
-    }
-  }
   return null;
+}
+
+/** True when the stage's measured limits are what was asked for (unset ones are not checked),
+ * as on Linux; a processes report is never expected on macOS. */
+export function darwinCommandLimitsMatch(measured, l) {
+  const eq = (pair, v) => pair !== undefined && pair.soft === v && pair.hard === v;
+  if (!eq(measured.coreBlocks, 0)) return false;
+  if (l.cpuSeconds !== null && !eq(measured.cpuSeconds, l.cpuSeconds)) return false;
+  if (l.maxDescriptors !== null && !eq(measured.descriptors, l.maxDescriptors)) return false;
+  if (l.fileSizeBytes !== null && !eq(measured.fileBlocks, l.fileSizeBytes / 512)) return false;
+  return measured.processes === undefined;
 }
 
 /**
@@ -206,7 +218,18 @@ export async function runCommandDarwin(options, context = {}) {
   if (!plan.ok) throw refused(plan.code, plan.reason, posture);
   const env = { ...opts.env, ...(opts.network === 'allowlist' ? context.proxyEnv ?? {} : {}) };
   if (!('PATH' in env)) env.PATH = DARWIN_DEFAULT_COMMAND_PATH;
-  const launchArgv = commandLaunchArgv({ profile: plan.profile, command: file, args: [...opts.args], env });
+  const l = opts.limits;
+  const launchArgv = commandLaunchArgv({
+    profile: plan.profile,
+    command: file,
+    args: [...opts.args],
+    env,
+    limits: {
+      cpuSeconds: l.cpuSeconds,
+      maxDescriptors: l.maxDescriptors,
+      fileBlocks: l.fileSizeBytes === null ? null : l.fileSizeBytes / 512,
+    },
+  });
   if (opts.signal?.aborted) throw refused('confinement.aborted', 'the signal was aborted before launch', posture);
   admit('admitted', [], posture);
   return launchDarwin(opts, launchArgv, posture, d, admit);
@@ -222,7 +245,7 @@ function launchDarwin(opts, launchArgv, posture, d, admit) {
   let truncated = false;
   let child = null;
   let reaped = false;
-  let stopped = null; // 'stop' | 'abort' | 'timeout'
+  let stopped = null; // 'stop' | 'abort' | 'timeout' | 'limits'
   let killSent = false;
   let settled = null;
   let resolveResult;
@@ -230,7 +253,7 @@ function launchDarwin(opts, launchArgv, posture, d, admit) {
     resolveResult = r;
   });
   let timers = [];
-  const open = new Set(['stdout', 'stderr']);
+  const open = new Set(['stdout', 'stderr', 'control']);
   const onAbort = () => stopWith('abort');
 
   const handle = Object.freeze({
@@ -286,7 +309,7 @@ function launchDarwin(opts, launchArgv, posture, d, admit) {
     const signal = reaped ? child.signalCode : killSent ? 'SIGKILL' : null;
     if (child && (!reaped || open.size > 0)) {
       child.unref();
-      for (const s of [child.stdout, child.stderr]) s?.unref?.();
+      for (const s of child.stdio.slice(1)) s?.unref?.();
     }
     for (const s of Object.values(streams)) s.push(null);
     settled = Object.freeze({
@@ -322,7 +345,7 @@ function launchDarwin(opts, launchArgv, posture, d, admit) {
       argv0: launchArgv.argv[0],
       cwd: opts.cwd,
       env: {},
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
       // A new session and process group (setsid): the group is what a stop signals.
       detached: true,
     });
@@ -331,7 +354,7 @@ function launchDarwin(opts, launchArgv, posture, d, admit) {
   }
   child.on('error', () => {});
   if (child.pid === undefined) {
-    for (const s of [child.stdout, child.stderr]) s?.destroy?.();
+    for (const s of child.stdio ?? []) s?.destroy?.();
     child = null;
     throw fail(`the launch failed: ${launchArgv.file} could not be executed`);
   }
@@ -352,10 +375,26 @@ function launchDarwin(opts, launchArgv, posture, d, admit) {
       tail = joined.length <= tailCap ? joined : joined.subarray(joined.length - tailCap);
     }
   };
+  const pipes = { stdout: child.stdio[1], stderr: child.stdio[2], control: child.stdio[3] };
+  pipes.stdout.on('data', onOutput('stdout'));
+  pipes.stderr.on('data', onOutput('stderr'));
+  let control = Buffer.alloc(0);
+  pipes.control.on('data', (chunk) => {
+    if (control.length + chunk.length > CONTROL_MAX_BYTES) {
+      stopWith('limits');
+      return;
+    }
+    control = Buffer.concat([control, chunk]);
+  });
+  pipes.control.on('end', () => {
+    if (control.length === 0) return; // the stage failed before reporting: nothing ran (125)
+    const measured = parseLimitReport(control.toString('latin1'));
+    if (!measured || !darwinCommandLimitsMatch(measured, limits)) return stopWith('limits');
+    publish('running');
+  });
   for (const name of open) {
-    child[name].on('data', onOutput(name));
-    child[name].on('error', () => {});
-    child[name].on('close', () => {
+    pipes[name].on('error', () => {});
+    pipes[name].on('close', () => {
       open.delete(name);
       if (open.size === 0 && reaped) settle();
     });
@@ -366,8 +405,7 @@ function launchDarwin(opts, launchArgv, posture, d, admit) {
     if (open.size === 0) return settle();
     timers.push(setTimeout(settle, CLOSE_GRACE_MS));
   });
+  // 'running' follows once the stage's limit report matched.
   publish('spawned');
-  // No limit report to wait for on macOS (no limit stage): running once spawned.
-  publish('running');
   return handle;
 }
