@@ -7,6 +7,7 @@ export { commandSeatbeltRequest, commandSeatbeltProfile } from './command.js';
 export {
   TOOL_PATHS,
   LAUNCH_SCRIPT,
+  COMMAND_LAUNCH_SCRIPT,
   checkTools,
   executorLaunchArgv,
   commandLaunchArgv,
