@@ -111,7 +111,7 @@ test('hello runs under sandbox-exec and the launch reports the limits', { skip: 
   const r = await runConfined(b, ns, 'main.mjs');
   assert.equal(r.code, 0, r.stderr);
   assert.equal(r.stdout, 'hello from the sandbox\n');
-  assert.match(r.control, /^cpu soft 10\ncpu hard 10\ndescriptors soft 64\ndescriptors hard 64\ncore soft 0\ncore hard 0\nfile soft 0\nfile hard 0\n/);
+  assert.match(r.control, /^limit cpu soft 10\nlimit cpu hard 10\nlimit descriptors soft 64\nlimit descriptors hard 64\nlimit core soft 0\nlimit core hard 0\nlimit file soft 0\nlimit file hard 0\n/);
 });
 
 const WRITE_PROBE = `
@@ -187,8 +187,174 @@ test('command runner profile: rw mount writable, ro mount inside it not, network
     args: ['-c', 'echo ok > a.txt; echo no > vendor/b.txt; echo done'],
     env: { PATH: '/usr/bin:/bin' },
   });
-  const r = await collect(spawn(file, argv.slice(1), { cwd: work, env: {}, stdio: ['ignore', 'pipe', 'pipe'] }));
+  // fd 3 receives the limit stage's report (lib/darwin/launch.js COMMAND_LAUNCH_SCRIPT).
+  const r = await collect(spawn(file, argv.slice(1), { argv0: argv[0], cwd: work, env: {}, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] }));
+  assert.match(r.control, /^limit cpu soft /);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(fs.readFileSync(path.join(work, 'a.txt'), 'utf8'), 'ok\n');
   assert.equal(fs.existsSync(path.join(work, 'vendor', 'b.txt')), false);
+});
+
+// ------------------------------------------------------------------------------------------
+// The wired backend (lib/darwin/runtime.js, executor.js, confinement.js), end to end.
+
+async function wired() {
+  const runtime = await import('../lib/darwin/runtime.js');
+  const executor = await import('../lib/darwin/executor.js');
+  const identity = await import('../lib/darwin/profile-identity.js');
+  const confinement = await import('../lib/darwin/confinement.js');
+  const collect = await import('../lib/collect.js');
+  const validate = await import('../lib/validate.js');
+  const snapshot = await import('../lib/snapshot.js');
+  return { ...runtime, ...executor, ...identity, ...confinement, ...collect, ...validate, ...snapshot };
+}
+
+function wiredRequest(w, source, { cpuSeconds = 10, maxDescriptors = 64, timeoutMs = 60_000 } = {}) {
+  const files = [{ path: 'main.mjs', content: Buffer.from(source) }];
+  return w.validateRunRequest({
+    runtime: `sha256:${'a'.repeat(64)}`,
+    profile: `sha256:${'b'.repeat(64)}`,
+    program: { files, digest: w.snapshotDigest(files), entry: 'main.mjs', args: [] },
+    input: { files: [], digest: w.snapshotDigest([]) },
+    timeoutMs,
+    maxOutputBytes: 1 << 20,
+    cpuSeconds,
+    maxDescriptors,
+  });
+}
+
+/** A private slot as lib/namespace.js would lay it out (program, input, home, canary). */
+function wiredSlot(t, request) {
+  const ns = namespace(t, Object.fromEntries(request.program.files.map((f) => [f.path, f.content])));
+  fs.mkdirSync(path.join(ns, 'canary'), { mode: 0o700 });
+  fs.writeFileSync(path.join(ns, 'canary', 'canary'), 'confined canary\n');
+  return ns;
+}
+
+test('describeRuntime on this Mac: node, its closure, the launchers and the OS build (sw_vers)', { skip: SKIP }, async () => {
+  const w = await wired();
+  const { execFileSync } = await import('node:child_process');
+  const id = w.describeRuntimeDarwin();
+  assert.equal(id.platform, 'darwin');
+  assert.equal(id.node.path, fs.realpathSync(process.execPath));
+  const node = id.files.find((f) => f.role === 'node');
+  const { createHash } = await import('node:crypto');
+  assert.equal(node.sha256, createHash('sha256').update(fs.readFileSync(node.path)).digest('hex'));
+  assert.deepEqual(
+    id.files.filter((f) => f.role === 'launcher').map((f) => f.path).sort(),
+    ['/bin/dash', '/usr/bin/env', '/usr/bin/sandbox-exec'],
+  );
+  const version = execFileSync('/usr/bin/sw_vers', ['-productVersion'], { encoding: 'utf8' }).trim();
+  const build = execFileSync('/usr/bin/sw_vers', ['-buildVersion'], { encoding: 'utf8' }).trim();
+  assert.ok(id.os.versionId.startsWith(version), id.os.versionId);
+  assert.ok(id.os.versionId.endsWith(`(${build})`), id.os.versionId);
+  assert.equal(w.describeRuntimeDarwin().digest, id.digest);
+});
+
+test('runDarwin on this Mac: hello admitted through collect(), limits as requested, exit 0', { skip: SKIP }, async (t) => {
+  const w = await wired();
+  const request = wiredRequest(w, "console.log('hello from the sandbox')\n");
+  const slot = wiredSlot(t, request);
+  const out = await w.runDarwin({
+    request,
+    slot,
+    runtime: w.describeRuntimeDarwin(),
+    profile: w.darwinProfile(),
+    verify: () => ({ ok: true }),
+  });
+  assert.equal(out.started, true, out.message);
+  const parsed = w.parseControl(out.facts.control);
+  assert.equal(parsed?.admitted, true, `${out.facts.control}\n${out.facts.stderr}`);
+  assert.equal(w.limitsMatch(parsed.limits, request), true);
+  assert.deepEqual({ ...out.exit }, { code: 0, signal: null });
+  assert.equal(out.facts.stdout.toString(), 'hello from the sandbox\n');
+});
+
+test('runDarwin on this Mac: an (allow default) profile lets the canary be read, so nothing runs (125)', { skip: SKIP }, async (t) => {
+  const w = await wired();
+  const request = wiredRequest(w, "console.log('must not run')\n");
+  const slot = wiredSlot(t, request);
+  const out = await w.runDarwin({
+    request,
+    slot,
+    runtime: w.describeRuntimeDarwin(),
+    profile: w.darwinProfile(),
+    verify: () => ({ ok: true }),
+    patchLaunch: (plan) => {
+      const argv = [...plan.argv];
+      argv[argv.indexOf('-p') + 1] = '(version 1)\n(allow default)\n';
+      return { ...plan, argv };
+    },
+  });
+  assert.deepEqual({ ...out.exit }, { code: 125, signal: null });
+  assert.equal(w.parseControl(out.facts.control).admitted, false);
+  assert.equal(out.facts.stdout.length, 0);
+});
+
+test('runDarwin on this Mac: a runaway is stopped by the timeout with SIGKILL', { skip: SKIP }, async (t) => {
+  const w = await wired();
+  const request = wiredRequest(w, 'for (;;) {}\n', { timeoutMs: 500, cpuSeconds: 60 });
+  const slot = wiredSlot(t, request);
+  const out = await w.runDarwin({
+    request,
+    slot,
+    runtime: w.describeRuntimeDarwin(),
+    profile: w.darwinProfile(),
+    verify: () => ({ ok: true }),
+  });
+  assert.equal(out.facts.stopped, 'timeout');
+  assert.deepEqual({ ...out.exit }, { code: null, signal: 'SIGKILL' });
+  assert.equal(out.proc.kill(), false, 'no signal once reaped');
+});
+
+test('runCommandDarwin on this Mac: rw mount written, exact exit, stop ends the process group', { skip: SKIP || (process.geteuid() === 0 && 'root callers are refused on macOS') }, async (t) => {
+  const w = await wired();
+  const work = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'confined-cmd-')));
+  t.after(() => fs.rmSync(work, { recursive: true, force: true }));
+  const opts = (args, limits = {}) => ({
+    command: '/bin/sh',
+    args,
+    mounts: [{ path: work, mode: 'rw' }],
+    cwd: work,
+    env: {},
+    network: 'off',
+    allowlist: null,
+    signal: undefined,
+    securityEventEmitter: undefined,
+    recordAdmission: undefined,
+    limits: {
+      wallTimeoutMs: null,
+      maxStdoutBytes: 1 << 20,
+      maxStderrBytes: 1 << 20,
+      cpuSeconds: null,
+      maxDescriptors: null,
+      fileSizeBytes: null,
+      maxProcesses: null,
+      ...limits,
+    },
+  });
+  const h = await w.runCommandDarwin(opts(['-c', 'echo ok > a.txt; echo "$(ulimit -n) $(ulimit -c)"; exit 7'], { maxDescriptors: 77 }), {});
+  let first = '';
+  h.stdout.on('data', (b) => (first += b));
+  const r = await h.wait();
+  assert.equal(r.code, 7, r.stderrTail);
+  assert.equal(first, '77 0\n');
+  assert.equal(fs.readFileSync(path.join(work, 'a.txt'), 'utf8'), 'ok\n');
+  const h2 = await w.runCommandDarwin(opts(['-c', 'sleep 60 & echo $!; wait']), {});
+  let text = '';
+  h2.stdout.on('data', (b) => (text += b));
+  while (!/\d+\n/.test(text)) await new Promise((res) => setTimeout(res, 10));
+  const child = Number(text.trim());
+  const r2 = await h2.stop();
+  assert.equal(r2.signal, 'SIGKILL');
+  let gone = false;
+  for (let i = 0; i < 500 && !gone; i++) {
+    try {
+      process.kill(child, 0);
+      await new Promise((res) => setTimeout(res, 10));
+    } catch {
+      gone = true;
+    }
+  }
+  assert.equal(gone, true, 'the background child in the group was killed');
 });

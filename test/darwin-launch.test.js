@@ -5,7 +5,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { parseLimitReport } from '../lib/collect.js';
 import {
+  COMMAND_LAUNCH_SCRIPT,
   LAUNCH_SCRIPT,
   TOOL_PATHS,
   checkTools,
@@ -145,16 +147,35 @@ test('launch argv refuses what argv cannot carry or the spec does not allow', ()
   assert.throws(() => executorLaunchArgv({ ...base, profile: { text: 'x', params: [{ name: 'A', value: '/\0' }] } }), TypeError);
 });
 
-test('command launch argv: env -i with the command environment, then sandbox-exec', () => {
+test('command launch argv: the dash limit stage, env -i with the command environment, then sandbox-exec', () => {
   const { file, argv } = commandLaunchArgv({
     profile: PROFILE,
     command: '/bin/sh',
     args: ['-c', 'make test'],
     env: { PATH: '/usr/bin:/bin', CI: '1' },
+    limits: { cpuSeconds: 5, maxDescriptors: null, fileBlocks: 8 },
   });
-  assert.equal(file, '/usr/bin/env');
-  assert.deepEqual(argv.slice(0, 6), ['/usr/bin/env', '-i', 'PATH=/usr/bin:/bin', 'CI=1', '/usr/bin/sandbox-exec', '-p']);
+  assert.equal(file, '/bin/dash');
+  assert.deepEqual(argv.slice(0, 12), [
+    '/bin/dash',
+    '-c',
+    COMMAND_LAUNCH_SCRIPT,
+    'confined-command',
+    '5',
+    '-',
+    '8',
+    '/usr/bin/env',
+    '-i',
+    'PATH=/usr/bin:/bin',
+    'CI=1',
+    '/usr/bin/sandbox-exec',
+  ]);
   assert.deepEqual(argv.slice(-3), ['/bin/sh', '-c', 'make test']);
+  assert.deepEqual(commandLaunchArgv({ profile: PROFILE, command: '/bin/sh', args: [], env: {} }).argv.slice(4, 7), ['-', '-', '-']);
+  for (const bad of [{ cpuSeconds: 0 }, { maxDescriptors: 1.5 }, { fileBlocks: '8' }]) {
+    assert.throws(() => commandLaunchArgv({ profile: PROFILE, command: '/bin/sh', args: [], env: {}, limits: bad }), TypeError);
+  }
+  assert.ok(!COMMAND_LAUNCH_SCRIPT.includes('/bin/sh'));
 });
 
 const dash = fs.existsSync('/bin/dash') ? '/bin/dash' : null;
@@ -176,14 +197,14 @@ test('the launch script sets the limits, reports eight lines on fd 3, then execu
   ]);
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(r.output[3].split('\n').filter(Boolean), [
-    'cpu soft 7',
-    'cpu hard 7',
-    'descriptors soft 100',
-    'descriptors hard 100',
-    'core soft 0',
-    'core hard 0',
-    'file soft 0',
-    'file hard 0',
+    'limit cpu soft 7',
+    'limit cpu hard 7',
+    'limit descriptors soft 100',
+    'limit descriptors hard 100',
+    'limit core soft 0',
+    'limit core hard 0',
+    'limit file soft 0',
+    'limit file hard 0',
   ]);
   // Measured in the executed process, not taken from the report.
   assert.equal(r.stdout.trim(), '7 7 100 100 0 0 0 0');
@@ -201,6 +222,46 @@ test('the launch script exits 125 and executes nothing on a bad limit or a close
     assert.equal(r.stdout, '');
   }
   const closed = runScript('5', '100', marker, { fd3: 'ignore' });
+  assert.equal(closed.status, 125, closed.stderr);
+  assert.equal(closed.stdout, '');
+});
+
+function runCommandScript(limits, tail, { fd3 = 'pipe' } = {}) {
+  return spawnSync(dash, ['-c', COMMAND_LAUNCH_SCRIPT, 'confined-command', ...limits, ...tail], {
+    stdio: ['ignore', 'pipe', 'pipe', fd3],
+    env: {},
+    encoding: 'utf8',
+  });
+}
+
+test('the command stage sets the given limits, leaves the others, core 0, reports and closes fd 3', { skip: dashSkip }, () => {
+  const inherited = spawnSync(dash, ['-c', 'ulimit -S -n; ulimit -H -n'], { encoding: 'utf8', env: {} }).stdout.split('\n');
+  const r = runCommandScript(['6', '-', '40'], [
+    '/bin/sh',
+    '-c',
+    'echo "$(ulimit -S -t) $(ulimit -H -t) $(ulimit -S -n) $(ulimit -H -n) $(ulimit -S -c) $(ulimit -H -c) $(ulimit -S -f) $(ulimit -H -f)"; (echo x >&3) 2>/dev/null && echo open || echo closed',
+  ]);
+  assert.equal(r.status, 0, r.stderr);
+  const measured = parseLimitReport(r.output[3]);
+  assert.notEqual(measured, null, r.output[3]);
+  const n = (v) => (v === 'unlimited' ? v : Number(v));
+  assert.deepEqual(measured, {
+    cpuSeconds: { soft: 6, hard: 6 },
+    descriptors: { soft: n(inherited[0]), hard: n(inherited[1]) },
+    coreBlocks: { soft: 0, hard: 0 },
+    fileBlocks: { soft: 40, hard: 40 },
+  });
+  assert.equal(r.stdout, `6 6 ${inherited[0]} ${inherited[1]} 0 0 40 40\nclosed\n`);
+});
+
+test('the command stage exits 125 and executes nothing on a bad limit or a closed fd 3', { skip: dashSkip }, () => {
+  const marker = ['/bin/sh', '-c', 'echo executed'];
+  for (const limits of [['abc', '-', '-'], ['-', '-1', '-'], ['-', '-', 'x']]) {
+    const r = runCommandScript(limits, marker);
+    assert.equal(r.status, 125, `${limits}: ${r.stderr}`);
+    assert.equal(r.stdout, '');
+  }
+  const closed = runCommandScript(['-', '-', '-'], marker, { fd3: 'ignore' });
   assert.equal(closed.status, 125, closed.stderr);
   assert.equal(closed.stdout, '');
 });

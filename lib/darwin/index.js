@@ -7,7 +7,21 @@ export { commandSeatbeltRequest, commandSeatbeltProfile } from './command.js';
 export {
   TOOL_PATHS,
   LAUNCH_SCRIPT,
+  COMMAND_LAUNCH_SCRIPT,
   checkTools,
   executorLaunchArgv,
   commandLaunchArgv,
 } from './launch.js';
+// The wiring into both public APIs (lib/runtime.js, lib/profile.js, lib/executor.js and
+// lib/confinement.js dispatch here on darwin).
+export { describeRuntimeDarwin, verifyRuntimeDarwin, darwinHostProblem, macosVersionId } from './runtime.js';
+export {
+  DARWIN_PROFILE_NAME,
+  DARWIN_PRELOAD_TEMPLATE,
+  darwinProfileParts,
+  darwinProfileDigest,
+  darwinProfile,
+  instantiateDarwinPreload,
+} from './profile-identity.js';
+export { runDarwin, planDarwinLaunch, DarwinProcess } from './executor.js';
+export { runCommandDarwin, darwinCommandPosture } from './confinement.js';

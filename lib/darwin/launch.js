@@ -18,8 +18,9 @@ export const TOOL_PATHS = Object.freeze({
 
 /**
  * Sets the four limits (CPU seconds and descriptors soft = hard, core and file size 0),
- * reports them on fd 3 as eight lines `<limit> <soft|hard> <value>` in the order cpu,
- * descriptors, core, file (values in dash units: seconds, descriptors, 512-byte blocks,
+ * reports them on fd 3 as eight lines `limit <name> <soft|hard> <value>` in the order cpu,
+ * descriptors, core, file (exactly the Linux stage's format, so lib/collect.js parseControl
+ * reads both) (values in dash units: seconds, descriptors, 512-byte blocks,
  * or 'unlimited'), then replaces itself with the rest of its arguments. Any failure exits
  * 125 (the spec's refusal code) before anything is executed.
  */
@@ -27,10 +28,10 @@ export const LAUNCH_SCRIPT = [
   'ulimit -t "$1" && ulimit -n "$2" && ulimit -c 0 && ulimit -f 0 || exit 125',
   'shift 2 || exit 125',
   '{',
-  "  printf 'cpu soft ' && ulimit -S -t && printf 'cpu hard ' && ulimit -H -t &&",
-  "  printf 'descriptors soft ' && ulimit -S -n && printf 'descriptors hard ' && ulimit -H -n &&",
-  "  printf 'core soft ' && ulimit -S -c && printf 'core hard ' && ulimit -H -c &&",
-  "  printf 'file soft ' && ulimit -S -f && printf 'file hard ' && ulimit -H -f",
+  "  printf 'limit cpu soft ' && ulimit -S -t && printf 'limit cpu hard ' && ulimit -H -t &&",
+  "  printf 'limit descriptors soft ' && ulimit -S -n && printf 'limit descriptors hard ' && ulimit -H -n &&",
+  "  printf 'limit core soft ' && ulimit -S -c && printf 'limit core hard ' && ulimit -H -c &&",
+  "  printf 'limit file soft ' && ulimit -S -f && printf 'limit file hard ' && ulimit -H -f",
   '} >&3 || exit 125',
   'exec "$@"',
   'exit 125',
@@ -156,12 +157,57 @@ export function executorLaunchArgv({ profile, exec, args, env, cpuSeconds, maxDe
 }
 
 /**
- * The command runner's launch: env -i with the command's environment, then sandbox-exec.
- * No dash stage: the runner sets no rlimits. The caller spawns it in a new process group
- * (detached) so that the whole group can be signalled; see README for what macOS cannot
- * guarantee about a tree without a pid namespace.
+ * The command runner's limit stage: CPU seconds, descriptors and file size (512-byte blocks)
+ * soft = hard where given ('-' leaves a limit as inherited), core size always 0 (as on
+ * Linux: no core dumps); reports the four limits on fd 3 in the Linux stage's format (eight
+ * lines `limit <name> <soft|hard> <value>`, lib/collect.js parseLimitReport), closes fd 3 so
+ * the command never holds it, then replaces itself with the rest of its arguments. Any
+ * failure exits 125 before anything is executed.
  */
-export function commandLaunchArgv({ profile, command, args, env }) {
-  const argv = [TOOL_PATHS.env, '-i', ...envPairs(env), ...sandboxArgv(profile, command, args)];
-  return Object.freeze({ file: TOOL_PATHS.env, argv: Object.freeze(argv) });
+export const COMMAND_LAUNCH_SCRIPT = [
+  'case "$1" in -) ;; *) ulimit -t "$1" || exit 125 ;; esac',
+  'case "$2" in -) ;; *) ulimit -n "$2" || exit 125 ;; esac',
+  'ulimit -c 0 || exit 125',
+  'case "$3" in -) ;; *) ulimit -f "$3" || exit 125 ;; esac',
+  'shift 3 || exit 125',
+  '{',
+  "  printf 'limit cpu soft ' && ulimit -S -t && printf 'limit cpu hard ' && ulimit -H -t &&",
+  "  printf 'limit descriptors soft ' && ulimit -S -n && printf 'limit descriptors hard ' && ulimit -H -n &&",
+  "  printf 'limit core soft ' && ulimit -S -c && printf 'limit core hard ' && ulimit -H -c &&",
+  "  printf 'limit file soft ' && ulimit -S -f && printf 'limit file hard ' && ulimit -H -f",
+  '} >&3 || exit 125',
+  'exec 3>&- || exit 125',
+  'exec "$@"',
+  'exit 125',
+].join('\n');
+
+function optionalLimit(name, v) {
+  if (v === null || v === undefined) return '-';
+  if (!Number.isSafeInteger(v) || v < 1) throw new TypeError(`${name} must be a positive integer or null`);
+  return String(v);
+}
+
+/**
+ * The command runner's launch: the dash limit stage (COMMAND_LAUNCH_SCRIPT), env -i with the
+ * command's environment, then sandbox-exec. `limits` = { cpuSeconds, maxDescriptors,
+ * fileBlocks }, each a positive integer or null (not set). The caller maps fd 3 to a pipe for
+ * the limit report and spawns it in a new process group (detached) so that the whole group
+ * can be signalled; see README for what macOS cannot guarantee about a tree without a pid
+ * namespace.
+ */
+export function commandLaunchArgv({ profile, command, args, env, limits = {} }) {
+  const argv = [
+    TOOL_PATHS.dash,
+    '-c',
+    COMMAND_LAUNCH_SCRIPT,
+    'confined-command',
+    optionalLimit('cpuSeconds', limits.cpuSeconds),
+    optionalLimit('maxDescriptors', limits.maxDescriptors),
+    optionalLimit('fileBlocks', limits.fileBlocks),
+    TOOL_PATHS.env,
+    '-i',
+    ...envPairs(env),
+    ...sandboxArgv(profile, command, args),
+  ];
+  return Object.freeze({ file: TOOL_PATHS.dash, argv: Object.freeze(argv) });
 }
