@@ -739,9 +739,9 @@ describe('startEgress', () => {
     }
     assert.equal(existsSync(e.socketDir), false);
   });
-  test('egressBinds: the socket directory rw and the forwarder ro, at the same paths', () => {
+  test('egressBinds: the socket directory and the forwarder ro, at the same paths', () => {
     assert.deepEqual(egressBinds('/tmp/d', '/x/f'), [
-      { source: '/tmp/d', target: '/tmp/d', mode: 'rw' },
+      { source: '/tmp/d', target: '/tmp/d', mode: 'ro' },
       { source: '/x/f', target: '/x/f', mode: 'ro' },
     ]);
   });
@@ -1050,7 +1050,7 @@ describe('forwarder inside a network namespace', { skip: bwrapUsable() }, () => 
       })();`;
     const args = [
       '--unshare-all', '--unshare-user', '--uid', '65534', '--gid', '65534', '--die-with-parent', '--new-session',
-      '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--bind', e.socketDir, e.socketDir, '--clearenv',
+      '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--ro-bind', e.socketDir, e.socketDir, '--clearenv',
       ...Object.entries(e.env).flatMap(([k, v]) => ['--setenv', k, v]),
       ...forwarderArgv(forwarder, e.port, e.socketPath),
       process.execPath, '-e', script, `http://127.0.0.1:${up.port}/in`, `http://127.0.0.1:${other.port}/out`, String(up.port),
