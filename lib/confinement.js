@@ -3,7 +3,9 @@
 // lib/bwrap.js (commandArgv, stageArgv), the launch and the process lifecycle from lib/launch.js
 // (spawnLauncher: pidfd, reaping, SIGKILL of the bwrap monitor ends the whole pid namespace), the
 // posture from lib/posture.js, the exact exit from the stage's status record (lib/collect.js
-// parseStatus) and the seccomp policy is native.seccompFilter('command').
+// parseStatus) and the seccomp policy is native.seccompFilter('command'). A network allowlist is
+// lib/egress (grammar, proxy, env, binds, forwarder argv: see the contract in lib/egress/index.js)
+// with the confined-forwarder bridge; this module only stages and wires them.
 //
 // Decisions the spec leaves open (documented in README.md):
 // - Output beyond a cap is discarded while the pipe keeps draining; exceeding a cap does not stop
