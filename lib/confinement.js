@@ -50,7 +50,6 @@ export const STDERR_TAIL_BYTES = 4096;
 /** PATH the command gets unless `env` sets one. */
 export const DEFAULT_COMMAND_PATH = '/usr/bin:/bin';
 
-
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 // The stage takes at most 255 environment entries (native/exe/stage.c), PATH and the six proxy
 // variables included.
