@@ -3,7 +3,9 @@
 // lib/bwrap.js (commandArgv, stageArgv), the launch and the process lifecycle from lib/launch.js
 // (spawnLauncher: pidfd, reaping, SIGKILL of the bwrap monitor ends the whole pid namespace), the
 // posture from lib/posture.js, the exact exit from the stage's status record (lib/collect.js
-// parseStatus) and the seccomp policy is native.seccompFilter('command').
+// parseStatus) and the seccomp policy is native.seccompFilter('command'). A network allowlist is
+// lib/egress (grammar, proxy, env, binds, forwarder argv: see the contract in lib/egress/index.js)
+// with the confined-forwarder bridge; this module only stages and wires them.
 //
 // Decisions the spec leaves open (documented in README.md):
 // - Output beyond a cap is discarded while the pipe keeps draining; exceeding a cap does not stop
@@ -25,19 +27,17 @@ import diagnostics from 'node:diagnostics_channel';
 import { constants as fsConstants, accessSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { parseAllowlist } from './allowlist.js';
 import { commandArgv, stageArgv } from './bwrap.js';
 import { parseLimitReport, parseStatus } from './collect.js';
 import { CLOSE_GRACE_MS, CONTROL_MAX_BYTES, KILL_CONFIRM_MS } from './constants.js';
 import { ConfinementError } from './errors.js';
-import { startEgressProxy } from './egress-proxy.js';
+import { defaultForwarderPath, egressBinds, entryKey, FORWARDER_PORT, forwarderArgv, parseAllowlist, startEgress } from './egress/index.js';
 import { bwrapPath, stagePath } from './host.js';
-import { helperPath } from './native.js';
 import { spawnLauncher, STAGING_DIR } from './launch.js';
 import { commandFilter, confinementPosture, existingSystemDirs, stageBind } from './posture.js';
 import { signalName } from './signals.js';
 
-export { ConfinementError };
+export { ConfinementError, FORWARDER_PORT };
 
 /** diagnostics_channel name of the command runner's start-up stages. */
 export const COMMAND_CHANNEL = 'confined:command';
@@ -49,12 +49,6 @@ export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
 export const STDERR_TAIL_BYTES = 4096;
 /** PATH the command gets unless `env` sets one. */
 export const DEFAULT_COMMAND_PATH = '/usr/bin:/bin';
-
-/** Where the forwarder bridge listens inside the sandbox's network namespace (loopback only). */
-export const FORWARDER_PORT = 3128;
-/** Where the proxy's Unix socket is bound inside the sandbox. */
-const PROXY_SOCKET_TARGET = '/run/confined/proxy.sock';
-const PROXY_ENV_NAMES = ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy'];
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 // The stage takes at most 255 environment entries (native/exe/stage.c), PATH and the six proxy
@@ -141,11 +135,8 @@ function validateShape(options) {
       throw refuse('confinement.option-invalid', 'network.onDenied must be a function');
     if (violations !== undefined && typeof violations !== 'function')
       throw refuse('confinement.option-invalid', 'network.violations must be a function');
-    try {
-      allowlist = parseAllowlist(network.allowlist);
-    } catch (err) {
-      throw new ConfinementError(err.code, err.message);
-    }
+    // lib/egress/allowlist.js: throws ConfinementError proxy.job-allowlist.<reason>.
+    allowlist = parseAllowlist(network.allowlist);
     egress = { forwarderPath: forwarderPath ?? null, onDenied, violations };
   }
 
@@ -254,7 +245,7 @@ function validateHost(opts, asRoot) {
   }
   let forwarder = null;
   if (opts.egress) {
-    forwarder = opts.egress.forwarderPath ?? helperPath('forwarder');
+    forwarder = opts.egress.forwarderPath ?? defaultForwarderPath();
     try {
       forwarder = realpathSync(forwarder);
     } catch {
@@ -299,7 +290,7 @@ function admit(opts, verdict, reasons, posture) {
       mounts: opts.mounts,
       envNames: Object.freeze(Object.keys(opts.env).sort()),
       network: opts.network,
-      allowlist: Object.freeze(opts.allowlist ? [...opts.allowlist] : []),
+      allowlist: Object.freeze(opts.allowlist ? opts.allowlist.map((e) => entryKey(e.host, e.port)) : []),
       limits: opts.limits,
       at,
     });
@@ -330,34 +321,40 @@ export async function runConfinedCommand(options) {
     if (err instanceof ConfinementError) admit(opts, 'refused', [err.code], posture);
     throw err;
   }
-  let proxy = null;
+  // The egress proxy (lib/egress): listening before anything is spawned; closed when the run
+  // settles, whatever ended it, or here when the run does not start.
+  let egress = null;
   if (opts.egress) {
+    egress = startEgress({
+      allowlist: opts.allowlist,
+      command: opts.command,
+      onDenied: opts.egress.onDenied,
+      violations: opts.egress.violations,
+      securityEventEmitter: opts.securityEventEmitter,
+    });
     try {
-      proxy = await startEgressProxy({
-        allowlist: opts.allowlist,
-        command: opts.command,
-        onDenied: opts.egress.onDenied,
-        violations: opts.egress.violations,
-        securityEventEmitter: opts.securityEventEmitter,
-      });
+      await egress.ready;
     } catch (err) {
-      throw refused('confinement.proxy-not-ready', `the egress proxy did not start: ${err.message}`, posture);
+      await egress.close();
+      // startEgress rejects ready with ConfinementError confinement.proxy-not-ready only.
+      admit(opts, 'refused', [err.code], posture);
+      throw err;
     }
   }
   if (opts.signal?.aborted) {
-    await proxy?.close();
+    await egress?.close();
     throw refused('confinement.aborted', 'the signal was aborted before launch', posture);
   }
   admit(opts, 'admitted', [], posture);
   try {
-    return launch(opts, host, posture, asRoot, proxy);
+    return launch(opts, host, posture, asRoot, egress);
   } catch (err) {
-    await proxy?.close();
+    await egress?.close();
     throw err;
   }
 }
 
-function launchPlan(opts, host, asRoot, proxy) {
+function launchPlan(opts, host, asRoot, egress) {
   const stage = stagePath();
   const stageMounts = [];
   const binds = opts.mounts.map((m, i) => {
@@ -378,20 +375,29 @@ function launchPlan(opts, host, asRoot, proxy) {
   if (!Object.hasOwn(env, 'PATH')) env.PATH = DEFAULT_COMMAND_PATH;
   let file = host.file;
   let args = opts.args;
-  if (proxy) {
-    // The forwarder bridge (read-only) and the proxy socket (bound at a fixed path); a root
-    // caller's launcher cannot traverse their host paths, so both are staged.
-    const fwd = asRoot ? `${STAGING_DIR}/f0` : host.forwarder;
-    const sock = asRoot ? `${STAGING_DIR}/p0` : proxy.socketPath;
-    if (asRoot) {
-      stageMounts.push({ source: host.forwarder, target: fwd, readonly: true, noexec: false, isFile: true });
-      stageMounts.push({ source: proxy.socketPath, target: sock, readonly: false, noexec: true, isFile: true });
+  if (egress) {
+    // The proxy's socket directory and the forwarder, each at its host path (egressBinds). A root
+    // caller's launcher runs as 65534 and cannot reach them (the directory is 0700 root, under
+    // the /tmp the staging tmpfs hides), so both are staged as idmapped clones (host uid 0 ->
+    // 65534): the command sees the directory and the 0600 socket as its own, as it sees root's
+    // other mounts. The forwarder alone may be executed.
+    for (const [j, b] of egressBinds(egress.socketDir, host.forwarder).entries()) {
+      if (!asRoot) {
+        binds.push(b);
+        continue;
+      }
+      const staged = `${STAGING_DIR}/e${j}`;
+      const isForwarder = b.source === host.forwarder;
+      stageMounts.push({ source: b.source, target: staged, readonly: b.mode === 'ro', noexec: !isForwarder, isFile: isForwarder });
+      binds.push({ source: staged, target: b.target, mode: b.mode });
     }
-    binds.push({ source: fwd, target: host.forwarder, mode: 'ro' });
-    binds.push({ source: sock, target: PROXY_SOCKET_TARGET, mode: 'rw' });
-    for (const name of PROXY_ENV_NAMES) env[name] = `http://127.0.0.1:${FORWARDER_PORT}`;
-    args = [String(FORWARDER_PORT), PROXY_SOCKET_TARGET, '--', host.file, ...opts.args];
-    file = host.forwarder;
+    // The proxy variables point at the forwarder; they override the caller's env.
+    Object.assign(env, egress.env);
+    // The stage execs the forwarder, which listens, forks the command and exits with its exact
+    // status (or its signal), so the stage's record is the command's.
+    const [forwarder, ...prefix] = forwarderArgv(host.forwarder, egress.port, egress.socketPath);
+    file = forwarder;
+    args = [...prefix, host.file, ...opts.args];
   }
   const l = opts.limits;
   const bwrap = bwrapPath();
@@ -436,8 +442,8 @@ function limitsMatch(measured, l) {
   return true;
 }
 
-function launch(opts, host, posture, asRoot, proxy) {
-  const plan = launchPlan(opts, host, asRoot, proxy);
+function launch(opts, host, posture, asRoot, egress) {
+  const plan = launchPlan(opts, host, asRoot, egress);
   const limits = opts.limits;
   const caps = { stdout: limits.maxStdoutBytes, stderr: limits.maxStderrBytes };
   const delivered = { stdout: 0, stderr: 0 };
@@ -528,8 +534,9 @@ function launch(opts, host, posture, asRoot, proxy) {
       resolveResult(result);
       publish('settled');
     };
-    // The proxy ends with the command, whatever ended it.
-    if (proxy) proxy.close().then(done, done);
+    // The proxy ends with the command, whatever ended it: every connection, the socket and its
+    // directory, before wait() resolves.
+    if (egress) egress.close().then(done, done);
     else done();
   }
 

@@ -76,6 +76,10 @@ describe('allowlist grammar: refusals', () => {
     ['five-part IPv4', '1.2.3.4.5:443', 'invalid-host'],
     ['IPv4 part over 255', '256.1.1.1:443', 'invalid-host'],
     ['inet_aton last part too big', '1.2.65536:443', 'invalid-host'],
+    ['inet_aton two parts, last over 24 bits', '1.16777216:443', 'invalid-host'],
+    ['one part over 32 bits', '4294967296:443', 'invalid-host'],
+    ['last of four parts over 255', '1.2.3.256:443', 'invalid-host'],
+    ['empty numeric part', '1..2:443', 'invalid-host'],
     ['bad octal', '08.0.0.1:443', 'invalid-host'],
     ['lone 0x', '0x:443', 'invalid-host'],
     ['empty label', 'a..example.com:443', 'invalid-host'],
@@ -113,7 +117,7 @@ async function libcIPv4(host) {
 }
 
 describe('allowlist grammar: normalisation', () => {
-  for (const shorthand of ['127.1', '0x7f.1', '2130706433', '0177.0.0.1', '0x7f000001', '127.0.1', '0x7F.0.0.01', '017700000001']) {
+  for (const shorthand of ['127.1', '0x7f.1', '2130706433', '0177.0.0.1', '0x7f000001', '127.0.1', '0x7F.0.0.01', '017700000001', '10.0x10.0300', '169.254.43518']) {
     test(`inet_aton shorthand ${shorthand} is the address the C library reads`, async () => {
       const expected = await libcIPv4(shorthand);
       assert.equal(new URL(`http://${shorthand}/`).hostname, expected);
@@ -377,6 +381,49 @@ describe('egress proxy', () => {
         assert.equal(t.status, 200, spelling);
         t.sock.destroy();
       }
+    } finally {
+      await p.proxy.close();
+      await up.close();
+    }
+  });
+
+  test('CONNECT targets are normalised like entries before matching', async () => {
+    const up = await httpServer();
+    const p = await proxyFor([`127.0.0.1:${up.port}`, `localhost:${up.port}`, `[::1]:${up.port}`]);
+    // The canonical form of an IPv4-mapped literal, from the WHATWG URL parser.
+    const mapped = new URL('http://[::ffff:127.0.0.1]/').hostname.slice(1, -1);
+    const cases = [
+      // Octal spelling of the literal entry: the same entry, dialled as the literal.
+      [`0177.0.0.1:${up.port}`, 200, null],
+      // Case and trailing dot: the listed name, then refused by vetting (it resolves to loopback).
+      [`LOCALHOST.:${up.port}`, 403, ['localhost', up.port, 'address-refused']],
+      [`LocalHost:${up.port}`, 403, ['localhost', up.port, 'address-refused']],
+      // Unbracketed IPv6, a leading-zero port, no port: invalid targets.
+      [`::1:${up.port}`, 403, ['::1', up.port, 'invalid-target']],
+      [`127.0.0.1:0${up.port}`, 403, 'invalid-target'],
+      ['127.0.0.1', 403, ['127.0.0.1', null, 'invalid-target']],
+      // The IPv4-mapped form of a listed loopback literal is another host: not listed.
+      [`[::ffff:127.0.0.1]:${up.port}`, 403, [mapped, up.port, 'not-allowlisted']],
+    ];
+    try {
+      for (const [target, status, denial] of cases) {
+        p.denied.length = 0;
+        const answer = await exchange(p.proxy.socketPath, `CONNECT ${target} HTTP/1.1\r\n\r\n`, { endAfter: status === 200 });
+        assert.equal(Number(answer.split(' ')[1]), status, target);
+        if (denial === null) assert.deepEqual(p.denied, [], target);
+        else if (typeof denial === 'string') assert.deepEqual(p.denied.map((d) => d.reason), [denial], target);
+        else assert.deepEqual(p.denied.map((d) => [d.host, d.port, d.reason]), [denial], target);
+      }
+      // A spelled-out IPv6 loopback matches the [::1] entry: never a 403 (a 502 when this host
+      // has no IPv6 loopback; the server listens on 127.0.0.1 only, so no 200 either).
+      p.denied.length = 0;
+      const v6 = await exchange(p.proxy.socketPath, `CONNECT [0:0:0:0:0:0:0:1]:${up.port} HTTP/1.1\r\n\r\n`);
+      assert.notEqual(Number(v6.split(' ')[1]), 403);
+      assert.deepEqual(p.denied, []);
+      // CR/LF injected into the request line ends it early: not a valid request.
+      const crlf = await exchange(p.proxy.socketPath, `CONNECT 127.0.0.1:${up.port}\r\nX: y HTTP/1.1\r\n\r\n`);
+      assert.match(crlf, /^HTTP\/1\.1 403/);
+      assert.deepEqual(p.denied.map((d) => d.reason), ['invalid-target']);
     } finally {
       await p.proxy.close();
       await up.close();
@@ -739,9 +786,9 @@ describe('startEgress', () => {
     }
     assert.equal(existsSync(e.socketDir), false);
   });
-  test('egressBinds: the socket directory rw and the forwarder ro, at the same paths', () => {
+  test('egressBinds: the socket directory and the forwarder ro, at the same paths', () => {
     assert.deepEqual(egressBinds('/tmp/d', '/x/f'), [
-      { source: '/tmp/d', target: '/tmp/d', mode: 'rw' },
+      { source: '/tmp/d', target: '/tmp/d', mode: 'ro' },
       { source: '/x/f', target: '/x/f', mode: 'ro' },
     ]);
   });
@@ -1050,7 +1097,7 @@ describe('forwarder inside a network namespace', { skip: bwrapUsable() }, () => 
       })();`;
     const args = [
       '--unshare-all', '--unshare-user', '--uid', '65534', '--gid', '65534', '--die-with-parent', '--new-session',
-      '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--bind', e.socketDir, e.socketDir, '--clearenv',
+      '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--ro-bind', e.socketDir, e.socketDir, '--clearenv',
       ...Object.entries(e.env).flatMap(([k, v]) => ['--setenv', k, v]),
       ...forwarderArgv(forwarder, e.port, e.socketPath),
       process.execPath, '-e', script, `http://127.0.0.1:${up.port}/in`, `http://127.0.0.1:${other.port}/out`, String(up.port),

@@ -275,3 +275,50 @@ test('the error classes have the declared name and keep their code', { skip }, a
     }
   }
 });
+
+test('the proxy.job-allowlist.* codes declared are exactly those lib/egress/allowlist.js throws', { skip }, async () => {
+  const points = entryPoints();
+  const { checker, result } = declaredExports(points.map((p) => p.types));
+  const { values } = result.get(points.find((p) => p.subpath === './confinement').types);
+  const instance = checker.getDeclaredTypeOfSymbol(values.get('ConfinementError'));
+  const declaredCodes = stringLiterals(checker.getTypeOfSymbol(instance.getProperty('code')))
+    .filter((c) => c.startsWith('proxy.job-allowlist.'))
+    .sort();
+  // The reasons the grammar can give, read from its source: every fail('...') and every code it
+  // spells out itself.
+  const source = readFileSync(path.join(packageRoot, 'lib', 'egress', 'allowlist.js'), 'utf8');
+  const inSource = new Set();
+  for (const call of source.matchAll(/\bfail\(([^;]*)\)/g))
+    for (const m of call[1].matchAll(/'([a-z0-9-]+)'/g)) inSource.add(`proxy.job-allowlist.${m[1]}`);
+  for (const m of source.matchAll(/'(proxy\.job-allowlist\.[a-z0-9-]+)'/g)) inSource.add(m[1]);
+  assert.deepEqual([...inSource].sort(), declaredCodes);
+  // And each is really thrown by parseAllowlist for some input.
+  const { parseAllowlist } = await import(pathToFileURL(path.join(packageRoot, 'lib', 'egress', 'allowlist.js')).href);
+  const inputs = [
+    42,
+    Array.from({ length: 1025 }, (_, i) => `h${i}.test:1`),
+    [''],
+    [`${'a.'.repeat(200)}test:1`],
+    ['a.test\0:1'],
+    ['\u00e4.test:1'],
+    ['https://a.test:1'],
+    ['u@a.test:1'],
+    ['*.a.test:1'],
+    ['10.0.0.0/8:1'],
+    ['a.test:1/x'],
+    ['a.test'],
+    ['[fe80::1%eth0]:1'],
+    ['2001:db8::1:1'],
+    ['-a.test:1'],
+    ['a.test:0'],
+  ];
+  const thrown = new Set();
+  for (const input of inputs) {
+    try {
+      parseAllowlist(input);
+    } catch (err) {
+      thrown.add(err.code);
+    }
+  }
+  assert.deepEqual([...thrown].sort(), declaredCodes);
+});

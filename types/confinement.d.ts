@@ -63,7 +63,46 @@ export type ConfinementErrorCode =
   | 'confinement.forwarder-not-found'
   /** Extension: the launcher could not be spawned (nothing was started). */
   | 'confinement.launch-failed'
-  | `proxy.job-allowlist.${string}`;
+  /** An invalid `network.allowlist` (lib/egress/allowlist.js): the first rule broken. */
+  | `proxy.job-allowlist.${AllowlistRefusalReason}`;
+
+/**
+ * Why an allowlist (or one of its entries) is not exact `host:port`: the suffix of its
+ * `proxy.job-allowlist.*` code. The first rule an entry breaks is reported.
+ */
+export type AllowlistRefusalReason =
+  /** The allowlist is not an array, or an entry is not a string. */
+  | 'invalid-type'
+  /** More than 1024 entries. */
+  | 'too-many'
+  /** An entry is the empty string. */
+  | 'empty'
+  /** An entry is longer than 300 characters. */
+  | 'too-long'
+  /** NUL, CR, LF, space, tab, DEL or another control character. */
+  | 'control-character'
+  /** Non-ASCII text (an IDNA name: resolvers map it differently). */
+  | 'non-ascii'
+  /** A scheme (`https://...`). */
+  | 'scheme'
+  /** Userinfo (`user@host`). */
+  | 'userinfo'
+  /** A `*` anywhere. */
+  | 'wildcard'
+  /** A `/prefix` range. */
+  | 'cidr'
+  /** A path, query, fragment or backslash. */
+  | 'path'
+  /** No port (a bare host). */
+  | 'bare-host'
+  /** An IPv6 zone id (`%eth0`), bracketed or not. */
+  | 'zone-id'
+  /** An IPv6 literal without brackets. */
+  | 'ipv6-unbracketed'
+  /** Not a DNS name, an IPv4 literal (inet_aton forms included) or a bracketed IPv6 literal. */
+  | 'invalid-host'
+  /** Not decimal 1..65535 without sign or leading zero. */
+  | 'invalid-port';
 
 /** The rejection of `runConfinedCommand`: nothing was started. */
 export declare class ConfinementError extends Error {
@@ -83,22 +122,34 @@ export interface ConfinedMount {
   readonly mode: MountMode;
 }
 
-/** Why the egress proxy refused a connection. */
+/** Why the egress proxy (lib/egress/proxy.js) refused a request. */
 export type EgressDenialReason =
-  /** host:port is not an entry of the allowlist. */
+  /** The normalised host and port are not exactly an entry of the allowlist. */
   | 'not-allowlisted'
-  /** A resolved address is loopback, private, link-local, multicast, unspecified or embedded. */
+  /**
+   * A resolved address is loopback, private, shared, link-local (169.254.169.254 included),
+   * multicast, unspecified, reserved, documentation or an embedded IPv4 form (mapped,
+   * compatible, NAT64, 6to4, Teredo), and the entry does not name that address literally.
+   */
   | 'address-refused'
-  /** The name did not resolve. */
+  /** The name did not resolve (or the lookup timed out). */
   | 'resolution-failed'
-  /** The request target could not be parsed or normalised (NUL, CR/LF, zone id, bad port...). */
+  /** The request head or its target could not be parsed or normalised (NUL, bare CR/LF, zone id, bad port...). */
   | 'invalid-target'
-  /** The request was neither CONNECT nor a supported plain HTTP request. */
+  /**
+   * Neither CONNECT nor an absolute-URI `http://` request with a supported method, a body
+   * framed otherwise than by one Content-Length, a request head over 16 KiB, or a second
+   * request on a forwarded plain connection (refused, never forwarded).
+   */
   | 'unsupported-request';
 
-/** One connection the egress proxy refused. */
+/** One request the egress proxy refused (frozen). */
 export interface EgressDenial {
-  /** The host as requested, normalised (lower case, no trailing dot, canonical IP literal). */
+  /**
+   * The host as requested, normalised like an entry (lower case, no trailing dot, an IPv4
+   * literal as a dotted quad, an IPv6 literal canonical and without brackets); for a target
+   * that does not parse, a printable best-effort form (`?` for other bytes); '' when none.
+   */
   readonly host: string;
   /** null when the request named no valid port. */
   readonly port: number | null;
@@ -107,7 +158,7 @@ export interface EgressDenial {
   readonly at: string;
 }
 
-/** The `sandbox:violation` event payload: one egress denial, as a kernel violation event. */
+/** The `sandbox:violation` event payload (frozen): one egress denial, as a kernel violation event. */
 export interface SandboxViolationEvent {
   readonly type: 'sandbox:violation';
   readonly kind: 'network';
@@ -121,9 +172,16 @@ export interface SandboxViolationEvent {
 
 /** `network` option other than `'off'`: exact `host:port` entries reached through the proxy. */
 export interface ConfinedNetworkAllowlist {
-  /** Exact `host:port` entries (no bare host, wildcard or CIDR). */
+  /**
+   * Exact `host:port` entries (no bare host, wildcard, CIDR, scheme, path or userinfo; IPv6
+   * bracketed), at most 1024; an invalid one rejects with `proxy.job-allowlist.*`. An empty
+   * list is valid: every request is denied.
+   */
   readonly allowlist: readonly string[];
-  /** The forwarder bridge executable; defaults to the one this package ships. */
+  /**
+   * The forwarder bridge executable (absolute); defaults to the `confined-forwarder` this
+   * package builds. It is run as `forwarder <port> <socket> --exec -- command args...`.
+   */
   readonly forwarderPath?: string;
   /** Receives each denial. */
   readonly onDenied?: (denial: EgressDenial) => void;
@@ -223,7 +281,7 @@ export interface SurfaceAdmissionRecord {
   /** Names only: values are never recorded. */
   readonly envNames: readonly string[];
   readonly network: NetworkMode;
-  /** The normalised allowlist entries; [] when network is 'off'. */
+  /** The normalised allowlist entries (`host:port`, `[v6]:port`, duplicates removed); [] when network is 'off'. */
   readonly allowlist: readonly string[];
   readonly limits: AppliedCommandLimits;
   readonly at: string;

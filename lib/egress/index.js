@@ -10,12 +10,16 @@
 //   2. `const egress = startEgress({ allowlist, onDenied, violations, securityEventEmitter,
 //      command })`, then `await egress.ready` (rejects ConfinementError
 //      confinement.proxy-not-ready; then call egress.close() and reject the run with it).
-//   3. Sandbox: keep the network namespace (loopback only). Bind `egress.socketDir` read-write
-//      at the same path, and bind the forwarder executable read-only (exec allowed):
-//      egressBinds(egress.socketDir, forwarderPath) lists both. As a root caller the
-//      command runs as host uid 65534, and the directory is 0700 root: bind it through the
-//      idmapped stage mount (uid 0 -> 65534, as for rw mounts), or start the proxy with
-//      `socketOwner: { uid: 65534, gid: 65534 }`. Add `egress.env` to the command environment.
+//   3. Sandbox: keep the network namespace (loopback only). Bind `egress.socketDir` read-only
+//      at the same path (connect(2) needs write permission on the socket inode, which a
+//      read-only mount does not take away; the command cannot create, rename or remove
+//      anything there), and bind the forwarder executable read-only (exec allowed):
+//      egressBinds(egress.socketDir, forwarderPath) lists both. As a root caller the command
+//      runs as host uid 65534, and the directory is 0700 root: runConfinedCommand stages both
+//      as idmapped clones (uid 0 -> 65534, as for its other mounts) so the command sees the
+//      directory and the 0600 socket as its own. (`socketOwner: { uid: 65534, gid: 65534 }` is
+//      the alternative for a launcher without idmapped staging.) Add `egress.env` to the command
+//      environment: the proxy variables override the caller's.
 //   4. The program the stage execs becomes
 //      `[...forwarderArgv(forwarderPath, FORWARDER_PORT, egress.socketPath), command, ...args]`:
 //      the forwarder listens on 127.0.0.1:PORT and [::1]:PORT inside the namespace, then forks
@@ -68,13 +72,15 @@ export function forwarderArgv(forwarderPath, port, socketPath) {
 }
 
 /**
- * What the sandbox must bind for egress, at the same paths: the proxy socket's directory
- * read-write (connect(2) on a socket needs write permission) and the forwarder read-only (and
- * executable). As [{ source, target, mode: 'ro'|'rw' }].
+ * What the sandbox must bind for egress, at the same paths: the proxy socket's directory and the
+ * forwarder (which must stay executable), both read-only. connect(2) needs write permission on
+ * the socket inode (its mode bits), which a read-only mount keeps: the kernel refuses writes on
+ * a read-only mount only for regular files, directories and symlinks. As [{ source, target,
+ * mode: 'ro' }].
  */
 export function egressBinds(socketDir, forwarderPath) {
   return Object.freeze([
-    Object.freeze({ source: socketDir, target: socketDir, mode: 'rw' }),
+    Object.freeze({ source: socketDir, target: socketDir, mode: 'ro' }),
     Object.freeze({ source: forwarderPath, target: forwarderPath, mode: 'ro' }),
   ]);
 }

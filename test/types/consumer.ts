@@ -64,6 +64,7 @@ import type {
 import { runConfinedCommand, ConfinementError } from 'confined/confinement';
 import type {
   AdmissionVerdict,
+  AllowlistRefusalReason,
   AppliedCommandLimits,
   ConfinedCommandHandle,
   ConfinedCommandLimits,
@@ -496,7 +497,10 @@ async function runCommand(signal: AbortSignal): Promise<ConfinedCommandResult> {
     if (error instanceof ConfinementError) {
       const code: ConfinementErrorCode = error.code;
       const name: 'ConfinementError' = error.name;
-      if (code.startsWith('proxy.job-allowlist.')) console.log('bad allowlist entry', name);
+      if (code.startsWith('proxy.job-allowlist.')) {
+        const reason = code.slice('proxy.job-allowlist.'.length) as AllowlistRefusalReason;
+        console.log('bad allowlist entry', name, reason);
+      }
     }
     throw error;
   }
@@ -536,8 +540,11 @@ const codes: ConfinementErrorCode[] = [
 ];
 // @ts-expect-error codes are a closed set (plus the proxy.job-allowlist.* family)
 const badCode: ConfinementErrorCode = 'confinement.unknown';
+// @ts-expect-error the proxy.job-allowlist.* family is closed too
+const badAllowlistCode: ConfinementErrorCode = 'proxy.job-allowlist.too-broad';
+const allowlistCode: ConfinementErrorCode = `proxy.job-allowlist.${'bare-host' satisfies AllowlistRefusalReason}`;
 new ConfinementError('confinement.refused', 'no bwrap');
-void [codes, badCode];
+void [codes, badCode, badAllowlistCode, allowlistCode];
 
 // @ts-expect-error command is required
 void runConfinedCommand({ args: [] });
