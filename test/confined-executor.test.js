@@ -11,6 +11,7 @@ import { PRELOAD_TEMPLATE, ADMISSION_RECORD, toolPaths } from '../lib/profile.js
 import { withPatchedProfile } from '../lib/testing.js';
 import {
   assertNothingLeft,
+  awaitFile,
   blockFor,
   isRoot,
   listing,
@@ -751,4 +752,162 @@ test('a namespace changed during the run: observed, not attributable, quarantine
   assert.equal(result.namespace.path, slot);
   assert.deepEqual(listing(root), [path.basename(slot)]);
   assert.equal(fs.readFileSync(path.join(slot, 'input', 'data.txt'), 'utf8'), 'input data\nchanged\n');
+});
+
+// ---------------------------------------------------------------------------------------------
+// Capacity races between controllers (invariant 3)
+
+const ROUNDS = 50;
+
+/** Exactly one of two racing runs ran; the other found every slot taken. */
+function assertOneRan(results, round) {
+  const ran = results.filter((r) => r.status === 'observed');
+  const refused = results.filter((r) => r.status === 'not-started');
+  assert.equal(ran.length, 1, `round ${round}: ${JSON.stringify(results)}`);
+  assert.equal(refused.length, 1, `round ${round}`);
+  assert.equal(refused[0].reason, 'retained-limit', `round ${round}: ${refused[0].message}`);
+  assert.match(refused[0].message, /every slot is taken/);
+}
+
+test('two controllers that both counted an empty root cannot both run with maxRetained 1 (one process)', { timeout: 600_000 }, async (t) => {
+  const { root } = makeRoot(t);
+  const first = new ConfinedExecutor({ root, maxRetained: 1 });
+  const second = new ConfinedExecutor({ root, maxRetained: 1 });
+  const req = request(HELLO);
+  let racing = null;
+  let raced = false;
+  const counts = [];
+  onEvent(t, 'counted', (m) => {
+    counts.push(m.retained);
+    // The first controller has counted but not claimed: the second counts and claims now.
+    if (raced) return;
+    raced = true;
+    racing = second.run(req);
+  });
+  for (let round = 0; round < ROUNDS; round++) {
+    racing = null;
+    raced = false;
+    counts.length = 0;
+    const mine = await first.run(req);
+    const theirs = await racing;
+    assert.deepEqual(counts, [0, 0], 'both counted an empty root');
+    const results = [mine, theirs].map((r) => ({ status: r.status, reason: r.reason, message: r.message }));
+    assertOneRan(results, round);
+    assert.equal([mine, theirs].find((r) => r.status === 'observed').attributable, true);
+    assertNothingLeft(root);
+  }
+});
+
+test('two controllers that both counted an empty root cannot both run with maxRetained 1 (two processes)', { timeout: 900_000 }, async (t) => {
+  const { base, root, executor } = makeRoot(t, { maxRetained: 1 });
+  const sync = path.join(base, 'sync');
+  fs.mkdirSync(sync, { mode: 0o700 });
+  const { spawn } = await import('node:child_process');
+  const helper = new URL('./helpers/executor-race.mjs', import.meta.url).pathname;
+  const child = spawn(process.execPath, [helper, root, sync, String(ROUNDS)], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  t.after(() => child.exitCode === null && child.signalCode === null && child.kill('SIGKILL'));
+  let round = 0;
+  onEvent(t, 'counted', () => {
+    fs.writeFileSync(path.join(sync, `counted-parent-${round}`), '');
+    awaitFile(path.join(sync, `counted-child-${round}`), 10_000);
+  });
+  const req = request(HELLO);
+  let bothCounted = 0;
+  for (; round < ROUNDS; round++) {
+    fs.writeFileSync(path.join(sync, `start-${round}`), '');
+    const mine = await executor.run(req);
+    const resultFile = path.join(sync, `result-${round}`);
+    while (!fs.existsSync(resultFile)) {
+      assert.equal(child.exitCode, null, 'the other controller is alive');
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    const theirs = JSON.parse(fs.readFileSync(resultFile, 'utf8'));
+    if (fs.existsSync(path.join(sync, `counted-child-${round}`))) bothCounted++;
+    assertOneRan([{ status: mine.status, reason: mine.reason, message: mine.message }, theirs], round);
+    assertNothingLeft(root, { except: [child.pid] });
+  }
+  assert.equal(bothCounted, ROUNDS, 'in every round both controllers counted before either claimed');
+  assert.deepEqual(await exited, { code: 0, signal: null });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Results and the host after many runs (invariant 13, issue 3 "done when")
+
+function assertDeeplyFrozen(value, where = 'result') {
+  if (value === null || typeof value !== 'object') return;
+  if (Buffer.isBuffer(value)) return;
+  assert.ok(Object.isFrozen(value), `${where} is frozen`);
+  for (const key of Reflect.ownKeys(value)) assertDeeplyFrozen(value[key], `${where}.${String(key)}`);
+}
+
+test('results are deeply frozen; stdout and stderr are Buffers', async (t) => {
+  const { base, executor } = makeRoot(t);
+  const observed = await executor.run(request('console.log("out"); console.error("err");\n'));
+  assert.ok(Buffer.isBuffer(observed.process.stdout));
+  assert.ok(Buffer.isBuffer(observed.process.stderr));
+  assertDeeplyFrozen(observed);
+  for (const key of ['problems', 'identities', 'process', 'namespace'])
+    assert.ok(Object.isFrozen(observed[key]), key);
+  assert.ok(Object.isFrozen(observed.process.limits.cpuSeconds));
+  assert.ok(Object.isFrozen(observed.process.exit));
+  assert.ok(Object.isFrozen(observed.process.resources));
+  assert.ok(Object.isFrozen(observed.identities.program.args));
+  assert.throws(() => {
+    'use strict';
+    observed.process.exit.code = 1;
+  }, TypeError);
+  const refused = await new ConfinedExecutor({ root: path.join(base, 'missing') }).run(request(HELLO));
+  assertDeeplyFrozen(refused);
+});
+
+test('the result carries the reaped process’s resource usage', async (t) => {
+  const { executor } = makeRoot(t);
+  const result = await executor.run(
+    request(
+      `let x = 0;
+while (process.cpuUsage().user < 300000) x++;
+const big = Buffer.alloc(32 * 1024 * 1024, 1);
+console.log(JSON.stringify({ cpu: process.cpuUsage(), rss: process.memoryUsage().rss, x: x > 0 && big[7] }));\n`,
+    ),
+  );
+  assert.equal(result.attributable, true, JSON.stringify(result.problems));
+  const inside = JSON.parse(text(result).stdout);
+  const { userCpuMs, systemCpuMs, maxRssKiB } = result.process.resources;
+  for (const v of [userCpuMs, systemCpuMs, maxRssKiB]) assert.equal(typeof v, 'number');
+  // The reaped totals include everything the program measured of itself before it exited.
+  assert.ok(userCpuMs >= inside.cpu.user / 1000, `${userCpuMs} >= ${inside.cpu.user / 1000}`);
+  assert.ok(systemCpuMs >= inside.cpu.system / 1000, `${systemCpuMs} >= ${inside.cpu.system / 1000}`);
+  assert.ok(maxRssKiB >= Math.floor(inside.rss / 1024), `${maxRssKiB} >= ${inside.rss / 1024}`);
+  assert.ok(userCpuMs >= 300, 'it spent its busy loop');
+});
+
+test('after 200 sequential runs descriptors and RSS are flat and nothing is left', { timeout: 1_800_000 }, async (t) => {
+  const { root, executor } = makeRoot(t);
+  const v8 = await import('node:v8');
+  const vm = await import('node:vm');
+  v8.setFlagsFromString('--expose-gc');
+  const gc = globalThis.gc ?? vm.runInNewContext('gc');
+  const req = request(HELLO);
+  const runOnce = async () => {
+    const result = await executor.run(req);
+    assert.equal(result.attributable, true, JSON.stringify(result.problems));
+    assert.equal(text(result).stdout, 'hello\n');
+  };
+  for (let i = 0; i < 10; i++) await runOnce();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  gc();
+  const fdsBefore = fs.readdirSync('/proc/self/fd').length;
+  const rssBefore = process.memoryUsage().rss;
+  for (let i = 0; i < 200; i++) await runOnce();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  gc();
+  const fdsAfter = fs.readdirSync('/proc/self/fd').length;
+  const rssAfter = process.memoryUsage().rss;
+  t.diagnostic(`descriptors ${fdsBefore} -> ${fdsAfter}, rss ${rssBefore} -> ${rssAfter}`);
+  assert.ok(Math.abs(fdsAfter - fdsBefore) <= Math.max(1, fdsBefore * 0.1), `${fdsBefore} -> ${fdsAfter}`);
+  assert.ok(Math.abs(rssAfter - rssBefore) <= rssBefore * 0.1, `${rssBefore} -> ${rssAfter}`);
+  assertNothingLeft(root);
 });
