@@ -606,8 +606,10 @@ test('a CPU runaway dies of its CPU limit and reports the signal it really died 
   assert.equal(result.process.exit.code, null);
   assert.ok(['SIGXCPU', 'SIGKILL'].includes(result.process.exit.signal), result.process.exit.signal);
   const { userCpuMs, systemCpuMs } = result.process.resources;
-  // It spent its whole second of CPU (RLIMIT_CPU counts user and system time).
-  assert.ok(userCpuMs + systemCpuMs >= 950, `${userCpuMs} + ${systemCpuMs} ms`);
+  // It spent its second of CPU. The kernel enforces RLIMIT_CPU on tick-sampled time, while
+  // the reaped rusage is the precise runtime: on a contended host (measured here: 2 cores,
+  // load 5) the precise figure at the kill was 830-970 ms, hence the margin.
+  assert.ok(userCpuMs + systemCpuMs >= 700, `${userCpuMs} + ${systemCpuMs} ms`);
   assert.ok(userCpuMs + systemCpuMs < 3000, `${userCpuMs} + ${systemCpuMs} ms`);
   assertNothingLeft(root);
 });
