@@ -398,6 +398,20 @@ test('stop timeout: a program that outlives timeoutMs is killed, still attributa
   assertNothingLeft(root);
 });
 
+test('a stop before the sandbox is set up still kills all of it: timeoutMs 1, ten times', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  for (let i = 0; i < 10; i++) {
+    const result = await executor.run(request(lingering(mark), { timeoutMs: 1 }));
+    assert.equal(result.status, 'observed', `run ${i}: ${result.problems}`);
+    assert.equal(result.process.stopped, 'timeout');
+    assert.equal(result.process.pipesClosed, true);
+    assert.ok(!text(result).stdout.includes(mark), 'the entry never ran');
+    assert.deepEqual(result.namespace, { state: 'removed', durable: true });
+    assertNothingLeft(root);
+  }
+});
+
 test('stop cancelled: an abort after go kills the program, still attributable', async (t) => {
   const { root, executor } = makeRoot(t);
   const mark = marker();
@@ -711,6 +725,24 @@ test('EX-1: an abort between spawn and collection never runs the entry and leave
   assert.equal(result.process.stopped, 'cancelled');
   assert.ok(!text(result).stdout.includes(mark), 'the entry never ran');
   assert.deepEqual(result.namespace, { state: 'removed', durable: true });
+  assertNothingLeft(root);
+});
+
+test('EX-1: an abort before collection stops a launcher that never reaches the gate', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  const controller = new AbortController();
+  onEvent(t, 'launched', () => controller.abort());
+  // A preload that hangs holding the control channel: the gate is never decided.
+  const result = await withPatchedProfile({ parts: { preload: 'setInterval(() => {}, 1000);\n' } }, () =>
+    executor.run(request(lingering(mark), { timeoutMs: 15_000 }), controller.signal),
+  );
+  assert.equal(result.status, 'observed');
+  assert.equal(result.process.stopped, 'cancelled', 'the abort stopped it, not the timeout');
+  assert.equal(result.process.killSent, true);
+  assert.notEqual(result.process.admission, 'admitted');
+  assert.equal(result.attributable, false);
+  assert.ok(!text(result).stdout.includes(mark), 'the entry never ran');
   assertNothingLeft(root);
 });
 
