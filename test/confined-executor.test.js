@@ -788,6 +788,45 @@ test('a namespace changed during the run: observed, not attributable, quarantine
   assert.equal(fs.readFileSync(path.join(slot, 'input', 'data.txt'), 'utf8'), 'input data\nchanged\n');
 });
 
+test('a runtime changed during the run: observed, not attributable, the namespace still removed', async (t) => {
+  // The stage helper is a pinned launcher of the runtime. Replacing it needs write access to
+  // the build directory, which the nobody suite's root-owned copy does not give.
+  const stage = toolPaths().stage;
+  try {
+    fs.accessSync(path.dirname(stage), fs.constants.W_OK);
+  } catch {
+    t.skip(`cannot replace ${stage} as this user (read-only package copy)`);
+    return;
+  }
+  const { root, executor } = makeRoot(t);
+  const req = request(HELLO);
+  const backup = `${stage}.exectests-backup`;
+  let replaced = false;
+  const restore = () => {
+    if (replaced) fs.renameSync(backup, stage);
+    replaced = false;
+  };
+  t.after(restore);
+  const off = onEvent(t, 'admitted', () => {
+    // Same bytes plus one: a different runtime file under the same path.
+    fs.renameSync(stage, backup);
+    replaced = true;
+    fs.copyFileSync(backup, stage);
+    fs.appendFileSync(stage, Buffer.of(0));
+  });
+  const result = await executor.run(req);
+  off();
+  restore();
+  assert.equal(result.status, 'observed');
+  assert.equal(text(result).stdout, 'hello\n', 'the program ran');
+  assert.equal(result.attributable, false);
+  assert.ok(result.problems.some((p) => p.startsWith('runtime changed')), result.problems.join());
+  assert.deepEqual(result.namespace, { state: 'removed', durable: true });
+  assertNothingLeft(root);
+  // Restored: the pin holds again.
+  assert.equal((await executor.run(req)).attributable, true);
+});
+
 // ---------------------------------------------------------------------------------------------
 // Capacity races between controllers (invariant 3)
 
