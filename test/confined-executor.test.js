@@ -275,7 +275,7 @@ test('setup-failed when the spawn fails: the namespace is removed and nothing is
     () => executor.run(request(HELLO)),
   );
   assertNotStarted(result, 'setup-failed');
-  assert.match(result.message, /spawn failed/);
+  assert.match(result.message, /spawn failed at exec/);
   assert.deepEqual(result.namespace, { state: 'removed', durable: true });
   assert.deepEqual(seen, ['counted', 'materialised']);
   assertNothingLeft(root);
