@@ -11,6 +11,7 @@ import { PRELOAD_TEMPLATE, ADMISSION_RECORD, toolPaths } from '../lib/profile.js
 import { withPatchedProfile } from '../lib/testing.js';
 import {
   assertNothingLeft,
+  awaitFile,
   blockFor,
   isRoot,
   listing,
@@ -274,7 +275,7 @@ test('setup-failed when the spawn fails: the namespace is removed and nothing is
     () => executor.run(request(HELLO)),
   );
   assertNotStarted(result, 'setup-failed');
-  assert.match(result.message, /spawn failed/);
+  assert.match(result.message, /spawn failed at exec/);
   assert.deepEqual(result.namespace, { state: 'removed', durable: true });
   assert.deepEqual(seen, ['counted', 'materialised']);
   assertNothingLeft(root);
@@ -395,6 +396,20 @@ test('stop timeout: a program that outlives timeoutMs is killed, still attributa
   assertKilledAfterAdmission(result, 'timeout', mark);
   assert.ok(result.process.durationMs >= 4000);
   assertNothingLeft(root);
+});
+
+test('a stop before the sandbox is set up still kills all of it: timeoutMs 1, ten times', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  for (let i = 0; i < 10; i++) {
+    const result = await executor.run(request(lingering(mark), { timeoutMs: 1 }));
+    assert.equal(result.status, 'observed', `run ${i}: ${result.problems}`);
+    assert.equal(result.process.stopped, 'timeout');
+    assert.equal(result.process.pipesClosed, true);
+    assert.ok(!text(result).stdout.includes(mark), 'the entry never ran');
+    assert.deepEqual(result.namespace, { state: 'removed', durable: true });
+    assertNothingLeft(root);
+  }
 });
 
 test('stop cancelled: an abort after go kills the program, still attributable', async (t) => {
@@ -605,8 +620,10 @@ test('a CPU runaway dies of its CPU limit and reports the signal it really died 
   assert.equal(result.process.exit.code, null);
   assert.ok(['SIGXCPU', 'SIGKILL'].includes(result.process.exit.signal), result.process.exit.signal);
   const { userCpuMs, systemCpuMs } = result.process.resources;
-  // It spent its whole second of CPU (RLIMIT_CPU counts user and system time).
-  assert.ok(userCpuMs + systemCpuMs >= 950, `${userCpuMs} + ${systemCpuMs} ms`);
+  // It spent its second of CPU. The kernel enforces RLIMIT_CPU on tick-sampled time, while
+  // the reaped rusage is the precise runtime: on a contended host (measured here: 2 cores,
+  // load 5) the precise figure at the kill was 830-970 ms, hence the margin.
+  assert.ok(userCpuMs + systemCpuMs >= 700, `${userCpuMs} + ${systemCpuMs} ms`);
   assert.ok(userCpuMs + systemCpuMs < 3000, `${userCpuMs} + ${systemCpuMs} ms`);
   assertNothingLeft(root);
 });
@@ -711,6 +728,24 @@ test('EX-1: an abort between spawn and collection never runs the entry and leave
   assertNothingLeft(root);
 });
 
+test('EX-1: an abort before collection stops a launcher that never reaches the gate', async (t) => {
+  const { root, executor } = makeRoot(t);
+  const mark = marker();
+  const controller = new AbortController();
+  onEvent(t, 'launched', () => controller.abort());
+  // A preload that hangs holding the control channel: the gate is never decided.
+  const result = await withPatchedProfile({ parts: { preload: 'setInterval(() => {}, 1000);\n' } }, () =>
+    executor.run(request(lingering(mark), { timeoutMs: 15_000 }), controller.signal),
+  );
+  assert.equal(result.status, 'observed');
+  assert.equal(result.process.stopped, 'cancelled', 'the abort stopped it, not the timeout');
+  assert.equal(result.process.killSent, true);
+  assert.notEqual(result.process.admission, 'admitted');
+  assert.equal(result.attributable, false);
+  assert.ok(!text(result).stdout.includes(mark), 'the entry never ran');
+  assertNothingLeft(root);
+});
+
 test('unresolved: output pipes held open after the launcher exits quarantine the namespace', async (t) => {
   const { root, executor } = makeRoot(t);
   // A launcher that leaves a pipe writer alive outside any sandbox (a broken profile); the
@@ -751,4 +786,201 @@ test('a namespace changed during the run: observed, not attributable, quarantine
   assert.equal(result.namespace.path, slot);
   assert.deepEqual(listing(root), [path.basename(slot)]);
   assert.equal(fs.readFileSync(path.join(slot, 'input', 'data.txt'), 'utf8'), 'input data\nchanged\n');
+});
+
+test('a runtime changed during the run: observed, not attributable, the namespace still removed', async (t) => {
+  // The stage helper is a pinned launcher of the runtime. Replacing it needs write access to
+  // the build directory, which the nobody suite's root-owned copy does not give.
+  const stage = toolPaths().stage;
+  try {
+    fs.accessSync(path.dirname(stage), fs.constants.W_OK);
+  } catch {
+    t.skip(`cannot replace ${stage} as this user (read-only package copy)`);
+    return;
+  }
+  const { root, executor } = makeRoot(t);
+  const req = request(HELLO);
+  const backup = `${stage}.exectests-backup`;
+  let replaced = false;
+  const restore = () => {
+    if (replaced) fs.renameSync(backup, stage);
+    replaced = false;
+  };
+  t.after(restore);
+  const off = onEvent(t, 'admitted', () => {
+    // Same bytes plus one: a different runtime file under the same path.
+    fs.renameSync(stage, backup);
+    replaced = true;
+    fs.copyFileSync(backup, stage);
+    fs.appendFileSync(stage, Buffer.of(0));
+  });
+  const result = await executor.run(req);
+  off();
+  restore();
+  assert.equal(result.status, 'observed');
+  assert.equal(text(result).stdout, 'hello\n', 'the program ran');
+  assert.equal(result.attributable, false);
+  assert.ok(result.problems.some((p) => p.startsWith('runtime changed')), result.problems.join());
+  assert.deepEqual(result.namespace, { state: 'removed', durable: true });
+  assertNothingLeft(root);
+  // Restored: the pin holds again.
+  assert.equal((await executor.run(req)).attributable, true);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Capacity races between controllers (invariant 3)
+
+const ROUNDS = 50;
+
+/** Exactly one of two racing runs ran; the other found every slot taken. */
+function assertOneRan(results, round) {
+  const ran = results.filter((r) => r.status === 'observed');
+  const refused = results.filter((r) => r.status === 'not-started');
+  assert.equal(ran.length, 1, `round ${round}: ${JSON.stringify(results)}`);
+  assert.equal(refused.length, 1, `round ${round}`);
+  assert.equal(refused[0].reason, 'retained-limit', `round ${round}: ${refused[0].message}`);
+  assert.match(refused[0].message, /every slot is taken/);
+}
+
+test('two controllers that both counted an empty root cannot both run with maxRetained 1 (one process)', { timeout: 600_000 }, async (t) => {
+  const { root } = makeRoot(t);
+  const first = new ConfinedExecutor({ root, maxRetained: 1 });
+  const second = new ConfinedExecutor({ root, maxRetained: 1 });
+  const req = request(HELLO);
+  let racing = null;
+  let raced = false;
+  const counts = [];
+  onEvent(t, 'counted', (m) => {
+    counts.push(m.retained);
+    // The first controller has counted but not claimed: the second counts and claims now.
+    if (raced) return;
+    raced = true;
+    racing = second.run(req);
+  });
+  for (let round = 0; round < ROUNDS; round++) {
+    racing = null;
+    raced = false;
+    counts.length = 0;
+    const mine = await first.run(req);
+    const theirs = await racing;
+    assert.deepEqual(counts, [0, 0], 'both counted an empty root');
+    const results = [mine, theirs].map((r) => ({ status: r.status, reason: r.reason, message: r.message }));
+    assertOneRan(results, round);
+    assert.equal([mine, theirs].find((r) => r.status === 'observed').attributable, true);
+    assertNothingLeft(root);
+  }
+});
+
+test('two controllers that both counted an empty root cannot both run with maxRetained 1 (two processes)', { timeout: 900_000 }, async (t) => {
+  const { base, root, executor } = makeRoot(t, { maxRetained: 1 });
+  const sync = path.join(base, 'sync');
+  fs.mkdirSync(sync, { mode: 0o700 });
+  const { spawn } = await import('node:child_process');
+  const helper = new URL('./helpers/executor-race.mjs', import.meta.url).pathname;
+  const child = spawn(process.execPath, [helper, root, sync, String(ROUNDS)], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  t.after(() => child.exitCode === null && child.signalCode === null && child.kill('SIGKILL'));
+  let round = 0;
+  onEvent(t, 'counted', () => {
+    fs.writeFileSync(path.join(sync, `counted-parent-${round}`), '');
+    awaitFile(path.join(sync, `counted-child-${round}`), 10_000);
+  });
+  const req = request(HELLO);
+  let bothCounted = 0;
+  for (; round < ROUNDS; round++) {
+    fs.writeFileSync(path.join(sync, `start-${round}`), '');
+    const mine = await executor.run(req);
+    const resultFile = path.join(sync, `result-${round}`);
+    while (!fs.existsSync(resultFile)) {
+      assert.equal(child.exitCode, null, 'the other controller is alive');
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    const theirs = JSON.parse(fs.readFileSync(resultFile, 'utf8'));
+    if (fs.existsSync(path.join(sync, `counted-child-${round}`))) bothCounted++;
+    assertOneRan([{ status: mine.status, reason: mine.reason, message: mine.message }, theirs], round);
+    assertNothingLeft(root, { except: [child.pid] });
+  }
+  assert.equal(bothCounted, ROUNDS, 'in every round both controllers counted before either claimed');
+  assert.deepEqual(await exited, { code: 0, signal: null });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Results and the host after many runs (invariant 13, issue 3 "done when")
+
+function assertDeeplyFrozen(value, where = 'result') {
+  if (value === null || typeof value !== 'object') return;
+  if (Buffer.isBuffer(value)) return;
+  assert.ok(Object.isFrozen(value), `${where} is frozen`);
+  for (const key of Reflect.ownKeys(value)) assertDeeplyFrozen(value[key], `${where}.${String(key)}`);
+}
+
+test('results are deeply frozen; stdout and stderr are Buffers', async (t) => {
+  const { base, executor } = makeRoot(t);
+  const observed = await executor.run(request('console.log("out"); console.error("err");\n'));
+  assert.ok(Buffer.isBuffer(observed.process.stdout));
+  assert.ok(Buffer.isBuffer(observed.process.stderr));
+  assertDeeplyFrozen(observed);
+  for (const key of ['problems', 'identities', 'process', 'namespace'])
+    assert.ok(Object.isFrozen(observed[key]), key);
+  assert.ok(Object.isFrozen(observed.process.limits.cpuSeconds));
+  assert.ok(Object.isFrozen(observed.process.exit));
+  assert.ok(Object.isFrozen(observed.process.resources));
+  assert.ok(Object.isFrozen(observed.identities.program.args));
+  assert.throws(() => {
+    'use strict';
+    observed.process.exit.code = 1;
+  }, TypeError);
+  const refused = await new ConfinedExecutor({ root: path.join(base, 'missing') }).run(request(HELLO));
+  assertDeeplyFrozen(refused);
+});
+
+test('the result carries the reaped process’s resource usage', async (t) => {
+  const { executor } = makeRoot(t);
+  const result = await executor.run(
+    request(
+      `let x = 0;
+while (process.cpuUsage().user < 300000) x++;
+const big = Buffer.alloc(32 * 1024 * 1024, 1);
+console.log(JSON.stringify({ cpu: process.cpuUsage(), rss: process.memoryUsage().rss, x: x > 0 && big[7] }));\n`,
+    ),
+  );
+  assert.equal(result.attributable, true, JSON.stringify(result.problems));
+  const inside = JSON.parse(text(result).stdout);
+  const { userCpuMs, systemCpuMs, maxRssKiB } = result.process.resources;
+  for (const v of [userCpuMs, systemCpuMs, maxRssKiB]) assert.equal(typeof v, 'number');
+  // The reaped totals include everything the program measured of itself before it exited.
+  assert.ok(userCpuMs >= inside.cpu.user / 1000, `${userCpuMs} >= ${inside.cpu.user / 1000}`);
+  assert.ok(systemCpuMs >= inside.cpu.system / 1000, `${systemCpuMs} >= ${inside.cpu.system / 1000}`);
+  assert.ok(maxRssKiB >= Math.floor(inside.rss / 1024), `${maxRssKiB} >= ${inside.rss / 1024}`);
+  assert.ok(userCpuMs >= 300, 'it spent its busy loop');
+});
+
+test('after 200 sequential runs descriptors and RSS are flat and nothing is left', { timeout: 1_800_000 }, async (t) => {
+  const { root, executor } = makeRoot(t);
+  const v8 = await import('node:v8');
+  const vm = await import('node:vm');
+  v8.setFlagsFromString('--expose-gc');
+  const gc = globalThis.gc ?? vm.runInNewContext('gc');
+  const req = request(HELLO);
+  const runOnce = async () => {
+    const result = await executor.run(req);
+    assert.equal(result.attributable, true, JSON.stringify(result.problems));
+    assert.equal(text(result).stdout, 'hello\n');
+  };
+  for (let i = 0; i < 10; i++) await runOnce();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  gc();
+  const fdsBefore = fs.readdirSync('/proc/self/fd').length;
+  const rssBefore = process.memoryUsage().rss;
+  for (let i = 0; i < 200; i++) await runOnce();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  gc();
+  const fdsAfter = fs.readdirSync('/proc/self/fd').length;
+  const rssAfter = process.memoryUsage().rss;
+  t.diagnostic(`descriptors ${fdsBefore} -> ${fdsAfter}, rss ${rssBefore} -> ${rssAfter}`);
+  assert.ok(Math.abs(fdsAfter - fdsBefore) <= Math.max(1, fdsBefore * 0.1), `${fdsBefore} -> ${fdsAfter}`);
+  assert.ok(Math.abs(rssAfter - rssBefore) <= rssBefore * 0.1, `${rssBefore} -> ${rssAfter}`);
+  assertNothingLeft(root);
 });

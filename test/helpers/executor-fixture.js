@@ -165,9 +165,10 @@ export function openDescriptors() {
  * Asserts that a run left nothing on the host: no namespace (the root is empty) and no
  * child process of this process or process naming the root.
  */
-export function assertNothingLeft(root) {
+export function assertNothingLeft(root, { except = [] } = {}) {
   assert.deepEqual(listing(root), [], 'no namespace is left in the root');
-  assert.deepEqual(processesOf(process.pid, root), [], 'no process is left');
+  const left = processesOf(process.pid, root).filter((pid) => !except.includes(pid));
+  assert.deepEqual(left, [], 'no process is left');
 }
 
 /** Decoded stdout/stderr of an observed result. */
@@ -176,6 +177,12 @@ export function text(result) {
     stdout: result.process.stdout.toString('utf8'),
     stderr: result.process.stderr.toString('utf8'),
   };
+}
+
+/** Waits, blocking (as a channel subscriber must), until `file` exists or `ms` passed. */
+export function awaitFile(file, ms) {
+  const end = performance.now() + ms;
+  while (!fs.existsSync(file) && performance.now() < end) blockFor(1);
 }
 
 /** Blocks this thread for ms milliseconds (the event loop included). */

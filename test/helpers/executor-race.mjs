@@ -7,16 +7,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ConfinedExecutor } from '../../lib/executor.js';
-import { blockFor, onEvent, request } from './executor-fixture.js';
+import { awaitFile, onEvent, request } from './executor-fixture.js';
 
 const [root, sync, rounds] = process.argv.slice(2);
 const executor = new ConfinedExecutor({ root, maxRetained: 1 });
-
-/** Waits (blocking, as a channel subscriber must) until file exists, at most ms. */
-export function awaitFile(file, ms) {
-  const end = performance.now() + ms;
-  while (!fs.existsSync(file) && performance.now() < end) blockFor(1);
-}
 
 let round = 0;
 onEvent(null, 'counted', () => {
