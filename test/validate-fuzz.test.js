@@ -15,7 +15,8 @@
 // A handful of valid requests are really run, and the root is checked after each.
 //
 // CONFINED_FUZZ_ITERATIONS (default 100000) and CONFINED_FUZZ_SEED (default 0x5eed) select
-// the run; a failure prints the seed and iteration so it can be replayed.
+// the run; a failure prints the seed and iteration so it can be replayed, and
+// CONFINED_FUZZ_TRACE=1 prints every iteration and mutation on stderr.
 import assert from 'node:assert/strict';
 import { mkdtempSync, chmodSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -806,7 +807,7 @@ test(`validation fuzz: ${ITERATIONS} random and mutated requests (seed ${SEED})`
       `validation fuzz: ${ITERATIONS} requests in ${seconds.toFixed(1)} s: ${counts.accepted} accepted, ` +
         `${counts.refused} refused (${counts.trap} by the caller's throwing trap, ${counts.revoked} by the ` +
         `engine's own TypeError for a revoked or lying proxy), root listed ` +
-        `${counts.listed + 1} times and empty; ${counts.fake} accepted with an object that only ` +
+        `${counts.listed + 1} times and empty; ${counts.fake} accepted with a signal that ` +
         'is only instanceof AbortSignal (a proxy or an heir)',
     );
     for (const [name, c] of byMutation) console.log(`  ${String(c.applied).padStart(6)} ${String(c.refused).padStart(6)}  ${name}`);
