@@ -62,9 +62,10 @@ for t in $targets; do
   set -e
   end=$(date +%s.%N)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   units=$(ls "$corpus" | wc -l)
   elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+  # libFuzzer's own average is in whole seconds (0 for a short run): measured here instead.
+  rate=$(awk -v n="${execs:-0}" -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", n / (b - a) }')
   if [ "$rc" -ne 0 ]; then
     failed=1
     summary+=("$(printf '%-9s FAILED (exit %s) after %s s; reproducer: %s' "$t" "$rc" "$elapsed" "$(ls "$work/$t-"* 2>/dev/null | head -1)")")
