@@ -63,9 +63,13 @@ node --input-type=module -e "
 import { describeRuntime } from './lib/runtime.js';
 const r = describeRuntime();
 const files = (r.identity ?? r).files ?? [];
-const asan = files.filter((f) => /asan/.test(f.path ?? f));
+const asan = files.filter((f) => /libasan|clang_rt\.asan/.test(f.path ?? f));
 console.log('check:native: runtime closure', files.length, 'files, ASan runtime in it:', asan.map((f) => f.path ?? f).join(', ') || 'none');
-" || true
+process.exit(asan.length > 0 ? 0 : 1);
+" || {
+  echo "check:native: the ASan runtime is not in the runtime closure: the sandbox could not load the stage" >&2
+  exit 1
+}
 
 if [ -n "${CONFINED_CHECK_TESTS:-}" ]; then
   read -r -a tests <<<"$CONFINED_CHECK_TESTS"
