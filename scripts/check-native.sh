@@ -81,8 +81,11 @@ else
   done
 fi
 echo "check:native: node --test ${tests[*]}"
-node --test --test-concurrency=1 --test-reporter=spec "${tests[@]}" 2>&1 | tee "$dir/test.log" | grep -E '^(ℹ|✖)|not ok|ERROR: AddressSanitizer|runtime error:' || true
+set +e
+node --test --test-concurrency=1 --test-reporter=spec "${tests[@]}" 2>&1 | tee "$dir/test.log" |
+  grep -E '^(ℹ|✖)|not ok|ERROR: AddressSanitizer|runtime error:'
 status=${PIPESTATUS[0]}
+set -e
 if grep -q 'AddressSanitizer\|runtime error:' "$dir/test.log"; then
   echo "check:native: sanitizer report in the tests" >&2
   grep -B2 -A30 'AddressSanitizer\|runtime error:' "$dir/test.log" | head -80 >&2
@@ -92,9 +95,11 @@ fi
 
 # Real executor runs through the ASan stage and the ASan addon: the soak's mix, short.
 # ASan's quarantine keeps freed memory, so RSS is not judged here (npm run soak does).
+set +e
 CONFINED_SOAK_RUNS=${CONFINED_CHECK_RUNS:-24} CONFINED_SOAK_COMMANDS=0 CONFINED_SOAK_RSS_GROWTH=off \
   node bench/soak.mjs 2>&1 | tee "$dir/soak.log" | tail -12
 status=${PIPESTATUS[0]}
+set -e
 if grep -q 'AddressSanitizer\|runtime error:' "$dir/soak.log"; then
   echo "check:native: sanitizer report in the executor runs" >&2
   exit 1
