@@ -1,9 +1,9 @@
 /* libFuzzer target for the runtime readers (native/elf.c, native/ldcache.c). Not part of
- * the build. Run, for example:
+ * the addon build: `npm run fuzz` (scripts/fuzz.sh) builds and runs it, or by hand:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Inative \
- *     test/helpers/fuzz_runtime.c native/elf.c native/ldcache.c -o /tmp/fuzz-runtime
- *   /tmp/fuzz-runtime -max_total_time=60
- * The first input byte selects the reader; the rest is the file. */
+ *     fuzz/runtime_fuzz.c native/elf.c native/ldcache.c -o /tmp/runtime_fuzz
+ *   /tmp/runtime_fuzz -max_total_time=60
+ * The first input byte selects the reader (odd: ELF, even: ld.so.cache); the rest is the file. */
 #include "elf.h"
 #include "ldcache.h"
 
