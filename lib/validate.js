@@ -3,6 +3,7 @@
 // and returns a deeply frozen, normalised copy: the caller's objects are read once and never
 // consulted again.
 import path from 'node:path';
+import { types } from 'node:util';
 import {
   DEFAULT_RETAINED,
   MAX_ARGS,
@@ -57,6 +58,10 @@ function integerIn(value, prefix, name, min, max) {
  * DEFAULT_RETAINED). Returns a frozen `{ root, maxRetained }`; touches nothing on disk.
  */
 export function validateExecutorOptions(options) {
+  return prefixed(OPTIONS_PREFIX, () => validateOptions(options));
+}
+
+function validateOptions(options) {
   const P = OPTIONS_PREFIX;
   const o = readRecord(options, `${P}options`, OPTION_KEYS, ['root'], P);
   const { root } = o;
@@ -97,12 +102,39 @@ function readArgs(value) {
   return freeze(args);
 }
 
-/** `signal instanceof AbortSignal`, false when that check throws (a revoked Proxy). */
+// The brand check of a real AbortSignal: its `aborted` getter throws for anything that lacks
+// the internal slots, which `instanceof` does not see (Object.create(AbortSignal.prototype), a
+// Proxy of a real signal). run() later reads the signal, so only a genuine one is accepted.
+const { isProxy } = types;
+const abortedGetter = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get;
+
+/**
+ * True for a genuine AbortSignal only. A Proxy is refused even around a real signal: node's
+ * brand check reads a symbol through it, and its traps would run caller code during the run.
+ */
 function isAbortSignal(signal) {
+  if (signal === null || typeof signal !== 'object' || isProxy(signal)) return false;
   try {
-    return signal instanceof AbortSignal;
+    Reflect.apply(abortedGetter, signal, []);
+    return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * Runs a validation so that every refusal is a TypeError carrying the caller-facing prefix:
+ * an engine TypeError thrown while reading a hostile object (a Proxy whose traps break the
+ * object invariants, a revoked Proxy) becomes one too, with the original as `cause`.
+ */
+function prefixed(prefix, validate) {
+  try {
+    return validate();
+  } catch (error) {
+    // Host failures (out of memory, OpenSSL) are not the caller's: they stay what they are.
+    if (!(error instanceof TypeError)) throw error;
+    if (error.message.startsWith(prefix) || error.message === SIGNAL_MESSAGE) throw error;
+    throw new TypeError(`${prefix}the value cannot be read`, { cause: error });
   }
 }
 
@@ -126,6 +158,10 @@ function readSnapshot(files, digest, name) {
  *   timeoutMs, maxOutputBytes, cpuSeconds, maxDescriptors }`.
  */
 export function validateRunRequest(request, signal) {
+  return prefixed(REQUEST_PREFIX, () => validateRequest(request, signal));
+}
+
+function validateRequest(request, signal) {
   const P = REQUEST_PREFIX;
   const r = readRecord(request, `${P}request`, REQUEST_KEYS, REQUEST_KEYS, P);
   const program = readRecord(r.program, `${P}program`, PROGRAM_KEYS, PROGRAM_KEYS);

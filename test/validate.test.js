@@ -564,6 +564,10 @@ test('signal: undefined or an AbortSignal, else the exact TypeError', () => {
     { aborted: false, addEventListener() {} },
     new EventTarget(),
     new AbortController(),
+    // Only instanceof AbortSignal: an heir of its prototype fails the brand check, and a Proxy
+    // (even of a real signal) would run caller code during the run.
+    Object.create(AbortSignal.prototype),
+    new Proxy(new AbortController().signal, {}),
   ]) {
     assert.throws(() => validateRunRequest(req, signal), {
       name: 'TypeError',
