@@ -10,16 +10,6 @@ import {
 import { ADMISSION_RECORD } from './profile.js';
 import { signalName } from './signals.js';
 
-/**
- * How long a stop requested before the stage reported waits for it before the launcher is
- * killed anyway. bwrap's sandbox process arms its parent-death signal only after bwrap
- * cloned it: SIGKILL to bwrap in that window leaves the sandbox alive (measured: a timeout of
- * 1 ms leaked a running sandbox in 1 of 5 runs). Once the stage wrote on the control
- * channel, the sandbox is set up and dies with bwrap; this fallback only bounds the wait for
- * a launcher that never gets there (then pipes that stay open make the run unresolved).
- */
-const KILL_DEFER_MS = 1000;
-
 const LIMIT_LINE = /^limit (cpu|descriptors|core|file|processes) (soft|hard) (unlimited|[0-9]{1,20})$/;
 const LIMIT_KEYS = {
   cpu: 'cpuSeconds',
@@ -129,18 +119,6 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
     const open = new Set(['stdout', 'stderr', 'control', 'status']);
     let graceTimer = null;
     let killTimer = null;
-    let deferTimer = null;
-    let stageReported = false;
-    let killWanted = false;
-    let killed = false;
-
-    const kill = () => {
-      if (killed || settled) return;
-      killed = true;
-      clearTimeout(deferTimer);
-      killSent = proc.kill() || killSent;
-      killTimer = setTimeout(() => settle(), KILL_CONFIRM_MS);
-    };
 
     const stop = (reason) => {
       // First stop wins, and none is recorded after the exit was seen.
@@ -148,15 +126,12 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
       stopped = reason;
       stoppedAt = performance.now();
       proc.closeStdin();
-      killWanted = true;
-      // See KILL_DEFER_MS: kill only a launcher whose sandbox will die with it.
-      if (stageReported) kill();
-      else deferTimer = setTimeout(kill, KILL_DEFER_MS);
-    };
-    const stageHasReported = () => {
-      if (stageReported) return;
-      stageReported = true;
-      if (killWanted) kill();
+      // Sent once the sandbox is armed (lib/launch.js KILL_DEFER_MS explains why).
+      proc.requestKill((sent) => {
+        if (settled) return;
+        killSent = sent || killSent;
+        killTimer = setTimeout(() => settle(), KILL_CONFIRM_MS);
+      });
     };
 
     const timeout = setTimeout(() => stop('timeout'), request.timeoutMs);
@@ -179,7 +154,6 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
     proc.stderr.on('data', onOutput('stderr'));
 
     proc.control.on('data', (chunk) => {
-      stageHasReported();
       if (control.length + chunk.length > CONTROL_MAX_BYTES) {
         controlOverflow = true;
         stop('control-malformed');
@@ -190,7 +164,6 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
     // The gate: decided when the control channel reaches end-of-file, which means no process
     // holds its write end any more (the preload closed it before waiting for go).
     proc.control.on('end', () => {
-      stageHasReported();
       if (controlOverflow) return;
       const parsed = parseControl(control.toString('latin1'));
       if (!parsed) return stop('control-malformed');
@@ -228,7 +201,6 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
       clearTimeout(timeout);
       clearTimeout(graceTimer);
       clearTimeout(killTimer);
-      clearTimeout(deferTimer);
       signal?.removeEventListener('abort', onAbort);
       const pipesClosed = open.size === 0;
       if (!proc.reaped || !pipesClosed) proc.unref();

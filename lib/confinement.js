@@ -495,8 +495,12 @@ function launch(opts, host, posture, asRoot, egress) {
     if (proc.reaped || programExited) return; // the exit was seen first
     stopped = reason;
     proc.closeStdin();
-    killSent = proc.kill() || killSent;
-    timers.push(setTimeout(settle, KILL_CONFIRM_MS));
+    // Sent once the sandbox is armed (lib/launch.js KILL_DEFER_MS explains why).
+    proc.requestKill((sent) => {
+      if (settled) return;
+      killSent = sent || killSent;
+      timers.push(setTimeout(settle, KILL_CONFIRM_MS));
+    });
   }
 
   function settle() {
