@@ -33,6 +33,7 @@ import { CLOSE_GRACE_MS, CONTROL_MAX_BYTES, KILL_CONFIRM_MS } from './constants.
 import { ConfinementError } from './errors.js';
 import { defaultForwarderPath, egressBinds, entryKey, FORWARDER_PORT, forwarderArgv, parseAllowlist, startEgress } from './egress/index.js';
 import { bwrapPath, stagePath } from './host.js';
+import { runCommandDarwin } from './darwin/confinement.js';
 import { spawnLauncher, STAGING_DIR } from './launch.js';
 import { commandFilter, confinementPosture, existingSystemDirs, stageBind } from './posture.js';
 import { signalName } from './signals.js';
@@ -309,6 +310,11 @@ export async function runConfinedCommand(options) {
     return refuse(code, message);
   };
   if (opts.signal?.aborted) throw refuse('confinement.aborted', 'the signal was already aborted');
+  // macOS: the Seatbelt backend (lib/darwin/confinement.js) with its own posture. It refuses an
+  // allowlist, since the egress proxy here listens on a Unix socket that Seatbelt's one-port
+  // network rule cannot reach (confinement.allowlist-not-supported).
+  if (process.platform === 'darwin')
+    return runCommandDarwin(opts, { admit: (verdict, reasons, p) => admit(opts, verdict, reasons, p) });
   const posture = await confinementPosture();
   if (opts.network === 'allowlist' && !posture.enforced)
     throw refused('confinement.allowlist-requires-confinement', `an allowlist needs confinement: ${posture.reason}`, posture);

@@ -12,6 +12,8 @@ import { hostLaunchers, hostProblem } from './host.js';
 import { needsStaging, spawnLauncher, STAGING_DIR } from './launch.js';
 import * as namespace from './namespace.js';
 import { activeProfile, executorFilter, instantiatePreload } from './profile.js';
+import { runDarwin } from './darwin/executor.js';
+import { confinementPosture, decidedPosture } from './posture.js';
 import { verifyRuntime } from './runtime.js';
 import { validateExecutorOptions, validateRunRequest } from './validate.js';
 
@@ -54,6 +56,12 @@ export class ConfinedExecutor {
     if (signal?.aborted) return notStarted('aborted', 'the signal was aborted before the run');
     const problem = hostProblem();
     if (problem) return notStarted('unsupported-host', problem);
+    if (process.platform === 'linux') {
+      // Once per process: a trial launch proves bwrap can create its namespaces here. Once it
+      // is decided, no await: the path from here to the slot claim stays synchronous.
+      const posture = decidedPosture() ?? (await confinementPosture());
+      if (!posture.enforced) return notStarted('unsupported-host', posture.reason);
+    }
     const profile = activeProfile();
     if (req.profile !== profile.digest)
       return notStarted('profile-mismatch', `profile digest ${req.profile} is not ${profile.digest}`);
@@ -98,6 +106,7 @@ export class ConfinedExecutor {
     }
     const manifest = made.manifest;
     publish('materialised', { namespace: slot });
+    if (process.platform === 'darwin') return this.#runDarwin({ req, slot, manifest, profile, runtime, signal });
 
     // Launch plan, built before the final check so nothing but the check and the spawn sit
     // between them.
@@ -207,16 +216,69 @@ export class ConfinedExecutor {
     return this.#conclude({ req, slot, manifest, proc, facts, identities });
   }
 
-  #conclude({ req, slot, manifest, proc, facts, identities }) {
+  // macOS (lib/darwin/executor.js): the same order of decision and collection; sandbox-exec
+  // execs node in place, so the reaped ChildProcess status is the program's own.
+  async #runDarwin({ req, slot, manifest, profile, runtime, signal }) {
+    let launchedPid = null;
+    const outcome = await runDarwin({
+      request: req,
+      slot,
+      runtime: runtime.identity,
+      profile,
+      signal,
+      verify: () => namespace.verify(manifest),
+      hooks: {
+        onLaunched: ({ pid, profile: text }) => {
+          launchedPid = pid;
+          publish('launched', { namespace: slot, pid, profile: text });
+        },
+        onAdmitted: () => publish('admitted', { namespace: slot, pid: launchedPid }),
+      },
+    });
+    if (!outcome.started) {
+      const disposition =
+        outcome.reason === 'snapshot-mismatch'
+          ? { state: 'quarantined', path: slot, reason: outcome.message }
+          : namespace.remove(manifest);
+      return notStarted(outcome.reason, outcome.message, disposition);
+    }
+    const identities = {
+      program: { digest: req.program.digest, entry: req.program.entry, args: req.program.args },
+      input: { digest: req.input.digest },
+      runtime: req.runtime,
+      profile: { name: profile.parts.name, digest: profile.digest, instantiated: outcome.instantiated },
+      bounds: {
+        timeoutMs: req.timeoutMs,
+        maxOutputBytes: req.maxOutputBytes,
+        cpuSeconds: req.cpuSeconds,
+        maxDescriptors: req.maxDescriptors,
+      },
+    };
+    return this.#conclude({
+      req,
+      slot,
+      manifest,
+      proc: outcome.proc,
+      facts: outcome.facts,
+      identities,
+      direct: { exit: outcome.exit },
+    });
+  }
+
+  /**
+   * `direct`, on macOS only: the reaped process is the program itself, so its exit is exact and
+   * there is no stage status record to expect.
+   */
+  #conclude({ req, slot, manifest, proc, facts, identities, direct = null }) {
     const problems = [];
     const parsed = facts.controlOverflow ? null : parseControl(facts.control);
-    const status = parseStatus(facts.statusText);
+    const status = direct ? { exit: direct.exit, resources: null } : parseStatus(facts.statusText);
     const limits = parsed?.limits ?? null;
 
     let exit = null;
     let resources = null;
     if (facts.reaped) {
-      if (status) {
+      if (status && status.exit) {
         exit = status.exit;
         resources = status.resources;
       } else if (facts.killSent) {

@@ -2,6 +2,7 @@
 // run confined programs at all. Synchronous: describeRuntime() and run() call it first.
 import { execFileSync } from 'node:child_process';
 import { existsSync, realpathSync, statSync } from 'node:fs';
+import { darwinHostProblem } from './darwin/runtime.js';
 import { helperPath } from './native.js';
 import { ConfinedExecutorError } from './errors.js';
 
@@ -68,8 +69,8 @@ function bwrapVersion(path, st) {
  * executable, version >= 0.8) and the stage helper (present, regular, executable).
  */
 export function hostProblem() {
-  if (process.platform === 'darwin')
-    return 'darwin is not supported until its Seatbelt backend exists';
+  // macOS has its own checks (sandbox-exec, dash, env: root-owned, not writable by others).
+  if (process.platform === 'darwin') return darwinHostProblem();
   if (process.platform !== 'linux') return `platform ${process.platform} is not supported`;
   if (!SUPPORTED_ARCHES.has(process.arch))
     return `architecture ${process.arch} is not supported (x64 or arm64 only)`;

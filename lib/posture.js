@@ -121,6 +121,7 @@ function probe() {
 }
 
 let probed = null;
+let probeReason; // undefined until the probe settled, then null or the reason
 let override = null;
 
 /**
@@ -140,7 +141,19 @@ export async function confinementPosture() {
   if (override) return override;
   const problem = hostProblem();
   if (problem) return unenforced(problem);
-  probed ??= probe();
+  probed ??= probe().then((reason) => (probeReason = reason));
   const reason = await probed;
   return reason === null ? enforced() : unenforced(reason, 'bwrap');
+}
+
+/**
+ * The posture without waiting, when it is already decided (the probe settled): the same value
+ * confinementPosture() resolves to, or null. Lets a caller stay synchronous after the first run.
+ */
+export function decidedPosture() {
+  if (override) return override;
+  if (probeReason === undefined) return null;
+  const problem = hostProblem();
+  if (problem) return unenforced(problem);
+  return probeReason === null ? enforced() : unenforced(probeReason, 'bwrap');
 }

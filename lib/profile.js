@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { BWRAP_TEMPLATE } from './bwrap.js';
 import { CONFINED_ENVIRONMENT_KEYS, CONFINED_PROFILE, GO_BYTE, REFUSAL_EXIT_CODE } from './constants.js';
 import { deepFreeze } from './freeze.js';
+import { darwinProfile } from './darwin/profile-identity.js';
 import { BWRAP_CANDIDATES, bwrapPath, stagePath } from './host.js';
 import { native, helperPath } from './native.js';
 
@@ -97,6 +98,9 @@ export function profileDigest(parts) {
 let active = null;
 
 export function activeProfile() {
+  // macOS: the Seatbelt profile's parts (lib/darwin/profile-identity.js); same { parts,
+  // digest, patched } shape, parts.name is its CONFINED_PROFILE.
+  if (!active && process.platform === 'darwin') active = darwinProfile();
   if (!active) {
     const parts = profileParts();
     active = deepFreeze({ parts, digest: profileDigest(parts), patched: false });

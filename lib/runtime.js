@@ -29,6 +29,7 @@ import { readFileSync, realpathSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { ConfinedExecutorError } from './errors.js';
 import { deepFreeze } from './freeze.js';
+import { describeRuntimeDarwin, verifyRuntimeDarwin } from './darwin/runtime.js';
 import { bwrapPath, hostProblem, stagePath } from './host.js';
 import { native } from './native.js';
 
@@ -199,6 +200,7 @@ function rehashRequested(options) {
  * closure cannot be found, read or parsed, or cannot be resolved exactly).
  */
 export function describeRuntime(options) {
+  if (process.platform === 'darwin') return describeRuntimeDarwin(options);
   const problem = hostProblem();
   if (problem) throw new ConfinedExecutorError('unsupported-host', problem);
   let nodePath;
@@ -256,6 +258,7 @@ export function describeRuntime(options) {
  * digest. Never throws; `problem` is null when ok, else a reason.
  */
 export function verifyRuntime(expectedDigest, options) {
+  if (process.platform === 'darwin') return verifyRuntimeDarwin(expectedDigest, options);
   let identity;
   try {
     identity = describeRuntime(options);

@@ -63,6 +63,9 @@ export type ConfinementErrorCode =
   | 'confinement.forwarder-not-found'
   /** Extension: the launcher could not be spawned (nothing was started). */
   | 'confinement.launch-failed'
+  /** Extension, macOS only: an allowlist is refused (Seatbelt's one-port rule cannot reach the
+   * egress proxy's Unix socket); nothing was started. */
+  | 'confinement.allowlist-not-supported'
   /** An invalid `network.allowlist` (lib/egress/allowlist.js): the first rule broken. */
   | `proxy.job-allowlist.${AllowlistRefusalReason}`;
 
