@@ -105,7 +105,15 @@ export function setActiveProfileForTesting(patch) {
     return;
   }
   const parts = { ...profileParts(), ...patch.parts };
-  active = { parts, digest: profileDigest(parts), patched: true, patch };
+  // A patch that rewrites the argv, the filter or the mounts changes what confines a run, so
+  // it changes the digest too (its source text is hashed): a pin of the production profile
+  // never matches a patched one.
+  const rewrites = ['argv', 'filter', 'mounts'].filter((k) => patch[k]).map((k) => `${k}:${patch[k]}`);
+  const base = profileDigest(parts);
+  const digest = rewrites.length
+    ? 'sha256:' + createHash('sha256').update(JSON.stringify(['confined-profile-patched/1', base, rewrites])).digest('hex')
+    : base;
+  active = { parts, digest, patched: true, patch };
 }
 
 export function confinedProfile() {
