@@ -389,6 +389,12 @@ const probes = {
   },
 };
 
+// A probe's side effect may throw later, outside its try (with seccomp switched off, a forked
+// child's preload writes into the IPC channel and node's parser throws): record and go on.
+process.on('uncaughtException', (e) => {
+  process.stdout.write(JSON.stringify({ probe: 'uncaught', ok: false, code: String(e?.message).slice(0, 200) }) + '\n');
+});
+
 for (const name of names) {
   const probe = probes[name];
   let result;

@@ -23,13 +23,6 @@ const CHILD_SOURCE = Buffer.from("setTimeout(() => {}, 4000);\n");
 
 export const isRoot = process.geteuid() === 0;
 
-/** Index of the first argv element after bwrap's posture options (before any mount). */
-function afterPosture(argv) {
-  const i = argv.indexOf('--hostname');
-  if (i < 0) throw new Error('no --hostname in the bwrap argv');
-  return i + 2;
-}
-
 /**
  * The mechanisms the mutation script switches off, as withPatchedProfile patches. Each returns
  * the argv/filter/mounts it was given with one layer removed.
@@ -39,17 +32,27 @@ export const MUTATIONS = {
   seccomp: { filter: () => allowAllFilter() },
   // The noexec layer: the snapshot parts are staged without MS_NOEXEC.
   noexec: { mounts: (mounts) => mounts.map((m) => ({ ...m, noexec: false })) },
-  // Mount isolation: the host's whole / is bound read-only at / before every other mount, so
-  // every host path reads as on the host (the executor's own binds still sit on top of it).
+  // Mount isolation: the host's whole / is bound read-only at /, so every host path reads as
+  // on the host. It goes right after the runtime closure (bwrap cannot create the closure's
+  // alias symlinks over the host's existing /lib and the like) and before /proc, /dev/null and
+  // the namespace parts, which still sit on top of it.
   mounts: {
     argv: (argv) => {
-      const i = afterPosture(argv);
-      return [...argv.slice(0, i), '--ro-bind', '/', '/', ...argv.slice(i)];
+      const i = argv.indexOf('--proc');
+      if (i < 0) throw new Error('no --proc in the bwrap argv');
+      // As root the launcher's /tmp is its private staging tmpfs (lib/launch.js), read-only
+      // once bound: a fresh tmpfs there lets bwrap create the namespace's mount points. The
+      // host's /tmp is not visible to a root launcher anyway; the suite keeps its host
+      // fixtures outside /tmp (openDir()).
+      const tmp = process.geteuid() === 0 ? ['--tmpfs', '/tmp'] : [];
+      return [...argv.slice(0, i), '--ro-bind', '/', '/', ...tmp, ...argv.slice(i)];
     },
   },
   // The network namespace: the sandbox shares the host's network stack.
   netns: { argv: (argv) => argv.filter((a) => a !== '--unshare-net') },
-  // The pid namespace: the sandbox sees (and may signal) host processes.
+  // The pid namespace: the sandbox would see (and may signal) host processes. The stage
+  // refuses to exec the program unless it is pid 2 (native/exe/stage.c), so this one fails
+  // closed: no program runs at all.
   pidns: { argv: (argv) => argv.filter((a) => a !== '--unshare-pid' && a !== '--as-pid-1') },
 };
 
@@ -93,9 +96,26 @@ export function makeRoot(prefix = 'confined-boundary-') {
   return dir;
 }
 
+/**
+ * Where host fixtures live: outside /tmp (a root launcher stages on a private /tmp, so host
+ * files under /tmp would be hidden from a mutated sandbox for a reason other than the one
+ * tested), in a sticky world-writable directory both root and nobody can use.
+ */
+export function fixtureBase() {
+  for (const dir of ['/var/tmp', '/dev/shm']) {
+    try {
+      const st = fs.statSync(dir);
+      if (st.isDirectory() && (st.mode & 0o1777) === 0o1777) return dir;
+    } catch {
+      // next
+    }
+  }
+  return os.tmpdir();
+}
+
 /** A world-readable scratch directory (for host files the sandbox uid could read by DAC). */
 export function makeOpenDir(prefix = 'confined-boundary-open-') {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const dir = fs.mkdtempSync(path.join(fixtureBase(), prefix));
   fs.chmodSync(dir, 0o755);
   return dir;
 }
