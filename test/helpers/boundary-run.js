@@ -48,6 +48,22 @@ export const MUTATIONS = {
       return [...argv.slice(0, i), '--ro-bind', '/', '/', ...tmp, ...argv.slice(i)];
     },
   },
+  // Read-only mounts: the namespace parts are staged and bound read-write, and the sandbox's
+  // root is not remounted read-only (what stays: the uid, 65534, and the file-size limit 0).
+  readonly: {
+    mounts: (mounts) => mounts.map((m) => (m.isFile ? m : { ...m, readonly: false })),
+    argv: (argv) => {
+      const chdir = argv.indexOf('--chdir');
+      const slot = path.dirname(argv[chdir + 1]);
+      const out = [];
+      for (let i = 0; i < argv.length; i++) {
+        if (argv[i] === '--ro-bind' && argv[i + 2]?.startsWith(slot + '/')) out.push('--bind');
+        else if (argv[i] === '--remount-ro' && argv[i + 1] === '/') i++;
+        else out.push(argv[i]);
+      }
+      return out;
+    },
+  },
   // The network namespace: the sandbox shares the host's network stack.
   netns: { argv: (argv) => argv.filter((a) => a !== '--unshare-net') },
   // The pid namespace: the sandbox would see (and may signal) host processes. The stage
