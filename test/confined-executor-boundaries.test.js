@@ -399,14 +399,16 @@ describe('filesystem writes', () => {
   ]) {
     it(`${name} is denied`, (t) => {
       denied(name);
-      // Host side: nothing appeared where the host can look, and the namespace (home, input,
-      // program) verified unchanged before its removal.
+      // Host side: nothing appeared where the host can look; for targets inside the namespace
+      // (home = TMPDIR, input = cwd, program) the namespace verified unchanged (no file added,
+      // none grown) before its removal.
       const target = hostTargets[name];
       if (target) {
         const dir = typeof target === 'function' ? target() : target;
         assert.equal(fs.existsSync(path.join(dir, `boundary-${fx.confinedMarker}`)), false);
+      } else {
+        assert.deepEqual(batch.confined.result.namespace, { state: 'removed', durable: true });
       }
-      assert.equal(batch.confined.result.namespace.state, 'removed');
       if (!controlSucceeds(t, name, { needsRoot: needsRoot.has(name) })) return;
       if (target) {
         const dir = typeof target === 'function' ? target() : target;
@@ -589,6 +591,23 @@ describe('limits', () => {
       assert.equal(m[1], '0', `${name}: lowering works`);
       assert.equal(m[2], hasSysResource ? '0' : String(os.constants.errno.EPERM), `${name}: ${raised}`);
     }
+  });
+
+  it('writing a file fails', (t) => {
+    // Two layers: nothing writable is mounted (the write tests), and the file-size limit is 0
+    // soft and hard, so even a writable file could not grow (EFBIG; visible when the
+    // read-only layer is switched off in test/helpers/mutate.mjs).
+    const limits = parseLimits(confinedLine('limits').value);
+    assert.deepEqual(limits['Max file size'], ['0', '0']);
+    for (const name of ['write-home', 'write-cwd', 'write-input-file', 'write-program']) {
+      const line = denied(name);
+      assert.ok(['EROFS', 'EFBIG', 'EACCES', 'EPERM'].includes(line.code), JSON.stringify(line));
+    }
+    // Control: unconfined, the same probes write their files.
+    for (const name of ['write-home', 'write-cwd', 'write-input-file', 'write-program']) {
+      assert.equal(controlLine(t, name).ok, true);
+    }
+    assert.equal(fs.readFileSync(path.join(batch.control.dir, 'input', INPUT_FILE), 'utf8'), 'input data\nappended\n');
   });
 
   it('opening files fails at maxDescriptors', (t) => {
