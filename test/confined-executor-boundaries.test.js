@@ -806,33 +806,79 @@ describe('controller loss and capacity', () => {
 });
 
 describe('broken setups never run the program', () => {
+  // The stage's own argv is the tail of bwrap's, right after the final `--remount-ro /` (the
+  // stage path also appears earlier, as the target of its runtime bind).
   const stageIndex = (argv) => {
-    const i = argv.indexOf(toolPaths().stage);
-    assert.ok(i > 0, 'the stage is in the argv');
+    const i = argv.lastIndexOf('--remount-ro') + 2;
+    assert.equal(argv[i], toolPaths().stage, 'the stage command follows the last --remount-ro /');
     return i;
   };
   const variants = {
     'a profile syntax error (a bogus bwrap option)': {
-      argv: (argv) => {
-        const i = argv.indexOf('--hostname') + 2;
-        return [...argv.slice(0, i), '--bogus-option-for-test', ...argv.slice(i)];
+      patch: {
+        argv: (argv) => {
+          const i = argv.indexOf('--hostname') + 2;
+          return [...argv.slice(0, i), '--bogus-option-for-test', ...argv.slice(i)];
+        },
+      },
+      why: (r) => {
+        assert.equal(r.process.admission, 'absent');
+        assert.match(r.process.stderr.toString(), /Unknown option --bogus-option-for-test/);
       },
     },
     // The rw bind of / goes last among bwrap's options, right before the stage: anywhere earlier
-    // the executor's own binds and the final --remount-ro / would sit on top of it.
+    // the executor's own binds and the final --remount-ro / would sit on top of it. As root the
+    // launcher's / shows its private staging tmpfs at /tmp, so bwrap cannot even chdir into the
+    // namespace; as an unprivileged caller the namespace is there, and so is the canary, which
+    // the preload then reads and refuses.
     'a permissive variant binding / read-write': {
-      argv: (argv) => {
-        const i = stageIndex(argv);
-        return [...argv.slice(0, i), '--bind', '/', '/', ...argv.slice(i)];
+      patch: {
+        argv: (argv) => {
+          const i = stageIndex(argv);
+          return [...argv.slice(0, i), '--bind', '/', '/', ...argv.slice(i)];
+        },
+      },
+      why: (r) => {
+        if (isRoot) {
+          assert.equal(r.process.admission, 'absent');
+          assert.match(r.process.stderr.toString(), /chdir/);
+        } else {
+          assert.equal(r.process.admission, 'refused', 'the preload read the canary and refused');
+        }
       },
     },
-    'a missing bwrap': { parts: { tools: { ...toolPaths(), bwrap: '/nonexistent/confined-test/bwrap' } } },
+    // The same bind under the namespace's own mounts (before /proc).
+    'a permissive variant binding / read-write beneath the namespace': {
+      patch: {
+        argv: (argv) => {
+          const i = argv.indexOf('--proc');
+          return [...argv.slice(0, i), '--bind', '/', '/', ...argv.slice(i)];
+        },
+      },
+      why: (r) => assert.ok(['absent', 'refused'].includes(r.process.admission), r.process.stderr.toString()),
+    },
+    'a missing bwrap': {
+      patch: { parts: { tools: { ...toolPaths(), bwrap: '/nonexistent/confined-test/bwrap' } } },
+      why: (r) => {
+        assert.equal(r.status, 'not-started');
+        assert.equal(r.reason, 'setup-failed');
+      },
+    },
     'a wrong CPU limit': {
-      argv: (argv) => {
-        const i = stageIndex(argv);
-        const out = [...argv];
-        out[i + 1] = String(Number(out[i + 1]) + 1);
-        return out;
+      patch: {
+        argv: (argv) => {
+          const i = stageIndex(argv);
+          const out = [...argv];
+          out[i + 1] = String(Number(out[i + 1]) + 1);
+          return out;
+        },
+      },
+      why: (r) => {
+        // The stage measured the wrong limit; the preload admitted, the host never sent go.
+        assert.equal(r.process.admission, 'admitted');
+        assert.equal(r.process.stopped, 'limits-mismatch');
+        assert.ok(r.problems.some((p) => p.startsWith('limits-mismatch')), JSON.stringify(r.problems));
+        assert.equal(r.process.limits.cpuSeconds.hard, 6, JSON.stringify(r.process.limits));
       },
     },
   };
@@ -845,7 +891,7 @@ describe('broken setups never run the program', () => {
   });
   after(() => fs.rmSync(markerDir, { recursive: true, force: true }));
 
-  for (const [title, patch] of Object.entries(variants)) {
+  for (const [title, { patch, why }] of Object.entries(variants)) {
     it(title, async () => {
       const root = makeRoot();
       const marker = uniqueMarker('broken');
@@ -865,6 +911,7 @@ describe('broken setups never run the program', () => {
           assert.equal(result.attributable, false);
           assert.notEqual(result.process.exit?.code, 0);
         }
+        why(result);
       } finally {
         fs.rmSync(root, { recursive: true, force: true });
       }
