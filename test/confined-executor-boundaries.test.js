@@ -450,6 +450,35 @@ describe('filesystem reads', () => {
     t.diagnostic('the canary exists only during a run; the preload checks it before admission');
   });
 
+  it('a profile exposing the host filesystem is refused before the program runs', async () => {
+    // The canary alone proves nothing for a root caller: it sits in the 0700 executor root
+    // (unreadable to the sandbox uid 65534 anyway) under /tmp, which a root launcher covers
+    // with its private staging tmpfs. This profile binds the host's / read-only beneath the
+    // namespace (and a tmpfs on /tmp so bwrap can create the mount points): the secret is
+    // readable if the program runs. The preload must notice the host and refuse.
+    const root = makeRoot();
+    const marker = uniqueMarker('exposed');
+    try {
+      const { result, lines } = await runConfined({
+        root,
+        probes: ['marker', 'read-secret'],
+        config: { marker, secret: fx.secret, markerDir: fx.open },
+        patch: {
+          argv: (argv) => {
+            const i = argv.indexOf('--proc');
+            const tmp = isRoot ? ['--tmpfs', '/tmp'] : [];
+            return [...argv.slice(0, i), '--ro-bind', '/', '/', ...tmp, ...argv.slice(i)];
+          },
+        },
+        cpuSeconds: 5,
+      });
+      assert.ok(!result.process.stdout.toString().includes(`PROGRAM-RAN-${marker}`), JSON.stringify(lines));
+      assert.equal(result.process.admission, 'refused', result.process.stderr.toString());
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+
   it('a root-only file is unreadable', (t) => {
     if (!isRoot) return t.skip('the test is not root: there is no root-only file it could read itself');
     const line = denied('read-root-only');
