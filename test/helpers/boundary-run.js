@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EXECUTOR_CHANNEL } from '../../lib/constants.js';
 import { ConfinedExecutor } from '../../lib/executor.js';
-import { confinedProfile } from '../../lib/profile.js';
+import { PRELOAD_TEMPLATE, confinedProfile } from '../../lib/profile.js';
 import { describeRuntime } from '../../lib/runtime.js';
 import { snapshotDigest } from '../../lib/snapshot.js';
 import { allowAllFilter, withPatchedProfile } from '../../lib/testing.js';
@@ -64,6 +64,18 @@ export const MUTATIONS = {
       return out;
     },
   },
+  // The preload's admission checks (canary unreadable, host tool absent) aimed at paths that
+  // never exist: a detection layer, not a barrier, so it only shows in pairs (mounts+preload
+  // exposes what the mount isolation alone guards once nothing refuses the run).
+  preload: {
+    pairOnly: true,
+    parts: {
+      preload: PRELOAD_TEMPLATE.replace('@@CANARY@@', '"/nonexistent-canary"').replace(
+        '@@HOST_TOOL@@',
+        '"/nonexistent-host-tool"',
+      ),
+    },
+  },
   // The network namespace: the sandbox shares the host's network stack.
   netns: { argv: (argv) => argv.filter((a) => a !== '--unshare-net') },
   // The pid namespace: the sandbox would see (and may signal) host processes. The stage
@@ -83,6 +95,7 @@ export function mutationPatch(names) {
       const prev = patch[key];
       patch[key] = prev ? (x) => m[key](prev(x)) : m[key];
     }
+    if (m.parts) patch.parts = { ...patch.parts, ...m.parts };
   }
   return patch;
 }
@@ -100,7 +113,7 @@ export async function underPatch(extra, fn) {
       const prev = patch[key];
       patch[key] = prev ? (x) => extra[key](prev(x)) : extra[key];
     }
-    if (extra.parts) patch.parts = extra.parts;
+    if (extra.parts) patch.parts = { ...patch.parts, ...extra.parts };
   }
   return withPatchedProfile(patch, fn);
 }

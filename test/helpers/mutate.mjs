@@ -3,7 +3,7 @@
 // CONFINED_TEST_MUTATION set (test/helpers/boundary-run.js then patches the profile through
 // lib/testing.js withPatchedProfile around every confined run), and prints which tests fail
 // under each. Every mechanism must make at least one test fail when it is switched off.
-// A mutation is a mechanism name of MUTATIONS or a '+'-joined pair (two layers together).
+// A mutation is a mechanism name of MUTATIONS or a '+'-joined combination of them.
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,12 +12,21 @@ import { MUTATIONS } from './boundary-run.js';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const suite = path.join(here, '..', 'confined-executor-boundaries.test.js');
 
-const SINGLE = Object.keys(MUTATIONS);
+const SINGLE = Object.keys(MUTATIONS).filter((k) => !MUTATIONS[k].pairOnly);
 // Where two layers guard the same thing: the network (seccomp's socket families and the
 // network namespace), native code (seccomp and noexec), other processes (seccomp's signal
 // rule and the pid namespace), files (seccomp and the mount isolation), and the mounts with
 // noexec (host paths are executable again only when both are off).
-const PAIRS = ['seccomp+netns', 'seccomp+noexec', 'seccomp+pidns', 'seccomp+mounts', 'mounts+noexec'];
+// The preload's admission checks only detect a broken mount isolation: mounts+preload.
+const PAIRS = [
+  'seccomp+netns',
+  'seccomp+noexec',
+  'seccomp+pidns',
+  'seccomp+mounts',
+  'mounts+noexec',
+  'mounts+preload',
+  'seccomp+mounts+preload',
+];
 const requested = process.argv.slice(2);
 const mutations = requested.length ? requested : [...SINGLE, ...PAIRS];
 
