@@ -835,11 +835,12 @@ describe('controller loss and capacity', () => {
 });
 
 describe('broken setups never run the program', () => {
-  // The stage's own argv is the tail of bwrap's, right after the final `--remount-ro /` (the
-  // stage path also appears earlier, as the target of its runtime bind).
+  // The stage's own argv is the tail of bwrap's: the last occurrence of the stage path (it
+  // also appears earlier, as the target of its runtime bind), followed by the CPU limit.
   const stageIndex = (argv) => {
-    const i = argv.lastIndexOf('--remount-ro') + 2;
-    assert.equal(argv[i], toolPaths().stage, 'the stage command follows the last --remount-ro /');
+    const i = argv.lastIndexOf(toolPaths().stage);
+    assert.ok(i > 0 && argv[i - 1] !== '--ro-bind' && argv[i - 2] !== '--ro-bind', 'the stage command');
+    assert.match(argv[i + 1], /^\d+$/, 'the CPU limit follows the stage');
     return i;
   };
   const variants = {
