@@ -89,7 +89,7 @@ export class ConfinedExecutor {
     const slot = claim.path;
 
     const canary = path.join(slot, 'canary', 'canary');
-    const preload = instantiatePreload(profile.parts.preload, canary);
+    const preload = instantiatePreload(profile.parts.preload, canary, profile.parts.tools.bwrap);
     const made = namespace.materialise(slot, {
       program: req.program.files,
       input: req.input.files,

@@ -18,7 +18,13 @@ export const ADMISSION_RECORD = 'sf-confined/1 admitted\n';
  * closes the control channel so the program can never write or reopen it, then blocks on
  * stdin for the go byte, which the host sends only after checking the measured limits. Any
  * refusal exits REFUSAL_EXIT_CODE before the entry loads. @@CANARY@@ is replaced by a JSON
- * string literal. Worker threads inherit --require and run the preload again: there it does
+ * string literal.
+ *
+ * A root caller's canary proves little on its own: it is unreadable to the sandbox uid by
+ * permissions (the 0700 executor root) and hidden under the launcher's staging /tmp. So the
+ * preload also requires @@HOST_TOOL@@ to be absent: the bwrap binary, a world-readable host
+ * file outside /tmp that is never bound into the sandbox; seeing it means the host's files are
+ * visible. Worker threads inherit --require and run the preload again: there it does
  * nothing (the control channel is long closed and stdin belongs to the program).
  */
 export const PRELOAD_TEMPLATE = `'use strict';
@@ -31,6 +37,13 @@ if (require('node:worker_threads').isMainThread) {
     unreadable = error.code === 'ENOENT' || error.code === 'EACCES' || error.code === 'EPERM';
   }
   if (!unreadable) process.exit(${REFUSAL_EXIT_CODE});
+  let absent = false;
+  try {
+    fs.statSync(@@HOST_TOOL@@);
+  } catch (error) {
+    absent = error.code === 'ENOENT';
+  }
+  if (!absent) process.exit(${REFUSAL_EXIT_CODE});
   fs.writeSync(3, ${JSON.stringify(ADMISSION_RECORD)});
   fs.closeSync(3);
   const go = Buffer.alloc(1);
@@ -47,8 +60,8 @@ if (require('node:worker_threads').isMainThread) {
 }
 `;
 
-export function instantiatePreload(template, canary) {
-  return template.replace('@@CANARY@@', JSON.stringify(canary));
+export function instantiatePreload(template, canary, hostTool) {
+  return template.replace('@@CANARY@@', JSON.stringify(canary)).replace('@@HOST_TOOL@@', JSON.stringify(hostTool));
 }
 
 /**
@@ -114,7 +127,15 @@ export function setActiveProfileForTesting(patch) {
     return;
   }
   const parts = { ...profileParts(), ...patch.parts };
-  active = { parts, digest: profileDigest(parts), patched: true, patch };
+  // A patch that rewrites the argv, the filter or the mounts changes what confines a run, so
+  // it changes the digest too (its source text is hashed): a pin of the production profile
+  // never matches a patched one.
+  const rewrites = ['argv', 'filter', 'mounts'].filter((k) => patch[k]).map((k) => `${k}:${patch[k]}`);
+  const base = profileDigest(parts);
+  const digest = rewrites.length
+    ? 'sha256:' + createHash('sha256').update(JSON.stringify(['confined-profile-patched/1', base, rewrites])).digest('hex')
+    : base;
+  active = { parts, digest, patched: true, patch };
 }
 
 export function confinedProfile() {

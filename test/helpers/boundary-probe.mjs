@@ -33,9 +33,9 @@ function tryWrite(dir) {
   }
 }
 
-function tryRead(file) {
+function tryRead(file, max = 200) {
   try {
-    return { ok: true, value: fs.readFileSync(file, 'utf8').slice(0, 200) };
+    return { ok: true, value: fs.readFileSync(file, 'utf8').slice(0, max) };
   } catch (error) {
     return outcome(error);
   }
@@ -216,7 +216,9 @@ const probes = {
   'read-canary': () => tryRead(path.join(slotDir, 'canary', 'canary')),
   'read-root-only': () => tryRead(config.rootOnly),
   'read-host-pid1': () => tryRead('/proc/1/cmdline'),
-  'see-host-marker': () => scanProc(config.hostMarker),
+  // The marker travels base64-encoded: the probe's own argv (visible as the stage's cmdline)
+  // must not contain it.
+  'see-host-marker': () => scanProc(Buffer.from(config.hostMarker64, 'base64').toString()),
   'read-host-marker-cmdline': () => tryRead(`/proc/${config.hostPid}/cmdline`),
   // --- network
   'tcp4': () => tcp('127.0.0.1', config.tcpPort),
@@ -319,9 +321,9 @@ const probes = {
   'dlopen-addon': () => dlopen(path.join(here, 'native', 'probe.node')),
   'dlopen-so': () => dlopen(path.join(here, 'native', 'plain.so')),
   // --- limits
-  'limits': () => tryRead('/proc/self/limits'),
+  'limits': () => tryRead('/proc/self/limits', 1e5),
   'capabilities': () => {
-    const r = tryRead('/proc/self/status');
+    const r = tryRead('/proc/self/status', 1e5);
     if (!r.ok) return r;
     const caps = Object.fromEntries(
       r.value
@@ -386,6 +388,12 @@ const probes = {
     return tryWrite(config.markerDir ?? os.tmpdir());
   },
 };
+
+// A probe's side effect may throw later, outside its try (with seccomp switched off, a forked
+// child's preload writes into the IPC channel and node's parser throws): record and go on.
+process.on('uncaughtException', (e) => {
+  process.stdout.write(JSON.stringify({ probe: 'uncaught', ok: false, code: String(e?.message).slice(0, 200) }) + '\n');
+});
 
 for (const name of names) {
   const probe = probes[name];

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EXECUTOR_CHANNEL } from '../../lib/constants.js';
 import { ConfinedExecutor } from '../../lib/executor.js';
-import { confinedProfile } from '../../lib/profile.js';
+import { PRELOAD_TEMPLATE, confinedProfile } from '../../lib/profile.js';
 import { describeRuntime } from '../../lib/runtime.js';
 import { snapshotDigest } from '../../lib/snapshot.js';
 import { allowAllFilter, withPatchedProfile } from '../../lib/testing.js';
@@ -23,13 +23,6 @@ const CHILD_SOURCE = Buffer.from("setTimeout(() => {}, 4000);\n");
 
 export const isRoot = process.geteuid() === 0;
 
-/** Index of the first argv element after bwrap's posture options (before any mount). */
-function afterPosture(argv) {
-  const i = argv.indexOf('--hostname');
-  if (i < 0) throw new Error('no --hostname in the bwrap argv');
-  return i + 2;
-}
-
 /**
  * The mechanisms the mutation script switches off, as withPatchedProfile patches. Each returns
  * the argv/filter/mounts it was given with one layer removed.
@@ -39,17 +32,55 @@ export const MUTATIONS = {
   seccomp: { filter: () => allowAllFilter() },
   // The noexec layer: the snapshot parts are staged without MS_NOEXEC.
   noexec: { mounts: (mounts) => mounts.map((m) => ({ ...m, noexec: false })) },
-  // Mount isolation: the host's whole / is bound read-only at / before every other mount, so
-  // every host path reads as on the host (the executor's own binds still sit on top of it).
+  // Mount isolation: the host's whole / is bound read-only at /, so every host path reads as
+  // on the host. It goes right after the runtime closure (bwrap cannot create the closure's
+  // alias symlinks over the host's existing /lib and the like) and before /proc, /dev/null and
+  // the namespace parts, which still sit on top of it.
   mounts: {
     argv: (argv) => {
-      const i = afterPosture(argv);
-      return [...argv.slice(0, i), '--ro-bind', '/', '/', ...argv.slice(i)];
+      const i = argv.indexOf('--proc');
+      if (i < 0) throw new Error('no --proc in the bwrap argv');
+      // As root the launcher's /tmp is its private staging tmpfs (lib/launch.js), read-only
+      // once bound: a fresh tmpfs there lets bwrap create the namespace's mount points. The
+      // host's /tmp is not visible to a root launcher anyway; the suite keeps its host
+      // fixtures outside /tmp (openDir()).
+      const tmp = process.geteuid() === 0 ? ['--tmpfs', '/tmp'] : [];
+      return [...argv.slice(0, i), '--ro-bind', '/', '/', ...tmp, ...argv.slice(i)];
+    },
+  },
+  // Read-only mounts: the namespace parts are staged and bound read-write, and the sandbox's
+  // root is not remounted read-only (what stays: the uid, 65534, and the file-size limit 0).
+  readonly: {
+    mounts: (mounts) => mounts.map((m) => (m.isFile ? m : { ...m, readonly: false })),
+    argv: (argv) => {
+      const chdir = argv.indexOf('--chdir');
+      const slot = path.dirname(argv[chdir + 1]);
+      const out = [];
+      for (let i = 0; i < argv.length; i++) {
+        if (argv[i] === '--ro-bind' && argv[i + 2]?.startsWith(slot + '/')) out.push('--bind');
+        else if (argv[i] === '--remount-ro' && argv[i + 1] === '/') i++;
+        else out.push(argv[i]);
+      }
+      return out;
+    },
+  },
+  // The preload's admission checks (canary unreadable, host tool absent) aimed at paths that
+  // never exist: a detection layer, not a barrier, so it only shows in pairs (mounts+preload
+  // exposes what the mount isolation alone guards once nothing refuses the run).
+  preload: {
+    pairOnly: true,
+    parts: {
+      preload: PRELOAD_TEMPLATE.replace('@@CANARY@@', '"/nonexistent-canary"').replace(
+        '@@HOST_TOOL@@',
+        '"/nonexistent-host-tool"',
+      ),
     },
   },
   // The network namespace: the sandbox shares the host's network stack.
   netns: { argv: (argv) => argv.filter((a) => a !== '--unshare-net') },
-  // The pid namespace: the sandbox sees (and may signal) host processes.
+  // The pid namespace: the sandbox would see (and may signal) host processes. The stage
+  // refuses to exec the program unless it is pid 2 (native/exe/stage.c), so this one fails
+  // closed: no program runs at all.
   pidns: { argv: (argv) => argv.filter((a) => a !== '--unshare-pid' && a !== '--as-pid-1') },
 };
 
@@ -64,6 +95,7 @@ export function mutationPatch(names) {
       const prev = patch[key];
       patch[key] = prev ? (x) => m[key](prev(x)) : m[key];
     }
+    if (m.parts) patch.parts = { ...patch.parts, ...m.parts };
   }
   return patch;
 }
@@ -81,7 +113,7 @@ export async function underPatch(extra, fn) {
       const prev = patch[key];
       patch[key] = prev ? (x) => extra[key](prev(x)) : extra[key];
     }
-    if (extra.parts) patch.parts = extra.parts;
+    if (extra.parts) patch.parts = { ...patch.parts, ...extra.parts };
   }
   return withPatchedProfile(patch, fn);
 }
@@ -93,9 +125,26 @@ export function makeRoot(prefix = 'confined-boundary-') {
   return dir;
 }
 
+/**
+ * Where host fixtures live: outside /tmp (a root launcher stages on a private /tmp, so host
+ * files under /tmp would be hidden from a mutated sandbox for a reason other than the one
+ * tested), in a sticky world-writable directory both root and nobody can use.
+ */
+export function fixtureBase() {
+  for (const dir of ['/var/tmp', '/dev/shm']) {
+    try {
+      const st = fs.statSync(dir);
+      if (st.isDirectory() && (st.mode & 0o1777) === 0o1777) return dir;
+    } catch {
+      // next
+    }
+  }
+  return os.tmpdir();
+}
+
 /** A world-readable scratch directory (for host files the sandbox uid could read by DAC). */
 export function makeOpenDir(prefix = 'confined-boundary-open-') {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const dir = fs.mkdtempSync(path.join(fixtureBase(), prefix));
   fs.chmodSync(dir, 0o755);
   return dir;
 }
