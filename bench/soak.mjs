@@ -98,6 +98,8 @@ else if (mode === 'flood') {
 else if (mode === 'crash-throw') throw new Error('soak crash');
 `);
 const KINDS = ['clean', 'timeout', 'flood', 'abort', 'crash-abort', 'crash-throw', 'clean', 'clean'];
+/** One run of each kind: after it every once-per-process resource exists (a sample is taken). */
+const FIRST_ROUND = KINDS.length;
 
 /** Whether a result is what its kind must give; a string says why not. */
 function judge(kind, r) {
@@ -152,7 +154,7 @@ async function executorRuns(root, quarantined, rows, outcomes, failures) {
     const key = `${kind}: ${why === null ? 'as required' : 'UNEXPECTED'}`;
     outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
     if (why !== null && failures.length < 10) failures.push(`run ${i} (${kind}): ${why}`);
-    if (i % SAMPLE_EVERY === 0 || i === RUNS) {
+    if (i === FIRST_ROUND || i % SAMPLE_EVERY === 0 || i === RUNS) {
       rows.push(sample(i, root, quarantined));
       if (process.env.CONFINED_SOAK_PROGRESS) console.log(table(rows.slice(-1)).split('\n')[1]);
     }
@@ -222,7 +224,7 @@ async function commandRuns(root, quarantined, rows, outcomes, failures) {
       const key = `command ${spec.kind}: ${why === null ? 'as required' : 'UNEXPECTED'}`;
       outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
       if (why !== null && failures.length < 20) failures.push(`command ${i} (${spec.kind}): ${why}`);
-      if (i % SAMPLE_EVERY === 0 || i === COMMANDS) rows.push({ ...sample(i, root, quarantined), runs: `c${i}` });
+      if (i === FIRST_ROUND || i % SAMPLE_EVERY === 0 || i === COMMANDS) rows.push({ ...sample(i, root, quarantined), runs: `c${i}` });
     }
   } finally {
     rmSync(cwd, { recursive: true, force: true });
@@ -246,7 +248,13 @@ function table(rows) {
 /** Problems of one series of samples, judged after its warm-up sample. */
 function verdict(rows, label) {
   const problems = [];
-  const baseline = rows.find((r) => Number(String(r.runs).replace('c', '')) >= WARMUP) ?? rows[0];
+  // After WARMUP runs, or (a short soak) after the first round, when every once-per-process
+  // resource exists (the posture probe, a root caller's idmap user namespace descriptor).
+  const runsOf = (r) => Number(String(r.runs).replace('c', ''));
+  const baseline =
+    rows.find((r) => runsOf(r) >= WARMUP && r !== rows[rows.length - 1]) ??
+    rows.find((r) => runsOf(r) >= FIRST_ROUND) ??
+    rows[0];
   const last = rows[rows.length - 1];
   if (!baseline || !last) return problems;
   if (last.fds > baseline.fds) problems.push(`${label}: descriptors grew ${baseline.fds} -> ${last.fds}`);
