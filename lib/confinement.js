@@ -23,10 +23,10 @@
 //   unmapped too: the kernel refuses writes to them (EACCES) whatever their mode; they stay
 //   readable through their "other" bits. A filesystem that cannot be idmapped (proc, sysfs...)
 //   is refused with confinement.mount-not-idmappable (the launch fails before anything runs).
+import { cappedOutput } from './command-output.js';
 import diagnostics from 'node:diagnostics_channel';
 import { constants as fsConstants, accessSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { Readable } from 'node:stream';
 import { commandArgv, stageArgv } from './bwrap.js';
 import { parseLimitReport, parseStatus } from './collect.js';
 import { CLOSE_GRACE_MS, CONTROL_MAX_BYTES, KILL_CONFIRM_MS } from './constants.js';
@@ -452,11 +452,8 @@ function launch(opts, host, posture, asRoot, egress) {
   const plan = launchPlan(opts, host, asRoot, egress);
   const limits = opts.limits;
   const caps = { stdout: limits.maxStdoutBytes, stderr: limits.maxStderrBytes };
-  const delivered = { stdout: 0, stderr: 0 };
-  const streams = { stdout: new Readable({ read() {} }), stderr: new Readable({ read() {} }) };
-  const tailCap = Math.min(STDERR_TAIL_BYTES, caps.stderr);
-  let tail = Buffer.alloc(0);
-  let truncated = false;
+  const output = cappedOutput(caps, STDERR_TAIL_BYTES);
+  const streams = output.streams;
   let proc = null;
   let stopped = null; // 'stop' | 'abort' | 'timeout' | 'limits'
   let killSent = false;
@@ -528,16 +525,16 @@ function launch(opts, host, posture, asRoot, egress) {
       signal = proc.exit.signal ? signalName(proc.exit.signal) : null;
     }
     if (proc && (!proc.reaped || open.size > 0)) proc.unref();
-    for (const s of Object.values(streams)) s.push(null);
+    output.end();
     settled = Object.freeze({
       code,
       signal,
       timedOut: stopped === 'timeout',
-      truncated,
+      truncated: output.truncated,
       aborted: stopped === 'stop' || stopped === 'abort',
       confined: true,
       posture,
-      stderrTail: tail.toString('utf8'),
+      stderrTail: output.stderrTail(),
     });
     const result = settled;
     const done = () => {
@@ -577,20 +574,8 @@ function launch(opts, host, posture, asRoot, egress) {
   proc.closeStdin();
   if (limits.wallTimeoutMs !== null) timers.push(setTimeout(() => stopWith('timeout'), limits.wallTimeoutMs));
 
-  const onOutput = (name) => (chunk) => {
-    const room = caps[name] - delivered[name];
-    if (room <= 0) {
-      truncated = true;
-      return;
-    }
-    const piece = chunk.length <= room ? chunk : chunk.subarray(0, room);
-    if (piece.length < chunk.length) truncated = true;
-    delivered[name] += piece.length;
-    streams[name].push(piece);
-    if (name === 'stderr') {
-      tail = tail.length + piece.length <= tailCap ? Buffer.concat([tail, piece]) : Buffer.concat([tail, piece]).subarray(-tailCap);
-    }
-  };
+  const onOutput = output.onOutput;
+
   proc.stdout.on('data', onOutput('stdout'));
   proc.stderr.on('data', onOutput('stderr'));
 

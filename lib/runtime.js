@@ -29,7 +29,7 @@ import { readFileSync, realpathSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { ConfinedExecutorError } from './errors.js';
 import { deepFreeze } from './freeze.js';
-import { describeRuntimeDarwin, verifyRuntimeDarwin } from './darwin/runtime.js';
+import { describeRuntimeDarwin } from './darwin/runtime.js';
 import { bwrapPath, hostProblem, stagePath } from './host.js';
 import { native } from './native.js';
 
@@ -258,10 +258,15 @@ export function describeRuntime(options) {
  * digest. Never throws; `problem` is null when ok, else a reason.
  */
 export function verifyRuntime(expectedDigest, options) {
-  if (process.platform === 'darwin') return verifyRuntimeDarwin(expectedDigest, options);
+  // describeRuntime dispatches to the macOS closure on darwin.
+  return verifyAgainst(expectedDigest, () => describeRuntime(options));
+}
+
+/** Compares the identity `describe()` builds with a pinned digest; never throws. */
+export function verifyAgainst(expectedDigest, describe) {
   let identity;
   try {
-    identity = describeRuntime(options);
+    identity = describe();
   } catch (err) {
     const why = err instanceof ConfinedExecutorError ? `${err.code}: ${err.message}` : String(err);
     return { ok: false, digest: null, identity: null, problem: `runtime cannot be verified: ${why}` };

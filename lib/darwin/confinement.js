@@ -31,11 +31,11 @@
 //     the command, so it cannot bound the command's tree;
 //   - network { allowlist } without the egress proxy's loopback port (context.proxyPort):
 //     confinement.allowlist-not-supported, as on Linux.
+import { cappedOutput } from '../command-output.js';
 import { spawn as childSpawn } from 'node:child_process';
 import diagnostics from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Readable } from 'node:stream';
 import { parseLimitReport } from '../collect.js';
 import { CLOSE_GRACE_MS, CONTROL_MAX_BYTES, KILL_CONFIRM_MS } from '../constants.js';
 import { ConfinementError } from '../errors.js';
@@ -238,11 +238,8 @@ export async function runCommandDarwin(options, context = {}) {
 function launchDarwin(opts, launchArgv, posture, d, admit) {
   const limits = opts.limits;
   const caps = { stdout: limits.maxStdoutBytes, stderr: limits.maxStderrBytes };
-  const delivered = { stdout: 0, stderr: 0 };
-  const streams = { stdout: new Readable({ read() {} }), stderr: new Readable({ read() {} }) };
-  const tailCap = Math.min(DARWIN_STDERR_TAIL_BYTES, caps.stderr);
-  let tail = Buffer.alloc(0);
-  let truncated = false;
+  const output = cappedOutput(caps, DARWIN_STDERR_TAIL_BYTES);
+  const streams = output.streams;
   let child = null;
   let reaped = false;
   let stopped = null; // 'stop' | 'abort' | 'timeout' | 'limits'
@@ -311,16 +308,16 @@ function launchDarwin(opts, launchArgv, posture, d, admit) {
       child.unref();
       for (const s of child.stdio.slice(1)) s?.unref?.();
     }
-    for (const s of Object.values(streams)) s.push(null);
+    output.end();
     settled = Object.freeze({
       code,
       signal,
       timedOut: stopped === 'timeout',
-      truncated,
+      truncated: output.truncated,
       aborted: stopped === 'stop' || stopped === 'abort',
       confined: true,
       posture,
-      stderrTail: tail.toString('utf8'),
+      stderrTail: output.stderrTail(),
     });
     resolveResult(settled);
     publish('settled');
@@ -360,21 +357,8 @@ function launchDarwin(opts, launchArgv, posture, d, admit) {
   }
   if (limits.wallTimeoutMs !== null) timers.push(setTimeout(() => stopWith('timeout'), limits.wallTimeoutMs));
 
-  const onOutput = (name) => (chunk) => {
-    const room = caps[name] - delivered[name];
-    if (room <= 0) {
-      truncated = true;
-      return;
-    }
-    const piece = chunk.length <= room ? chunk : chunk.subarray(0, room);
-    if (piece.length < chunk.length) truncated = true;
-    delivered[name] += piece.length;
-    streams[name].push(piece);
-    if (name === 'stderr') {
-      const joined = Buffer.concat([tail, piece]);
-      tail = joined.length <= tailCap ? joined : joined.subarray(joined.length - tailCap);
-    }
-  };
+  const onOutput = output.onOutput;
+
   const pipes = { stdout: child.stdio[1], stderr: child.stdio[2], control: child.stdio[3] };
   pipes.stdout.on('data', onOutput('stdout'));
   pipes.stderr.on('data', onOutput('stderr'));

@@ -36,7 +36,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { ConfinedExecutorError } from '../errors.js';
 import { native } from '../native.js';
-import { buildIdentity } from '../runtime.js';
+import { buildIdentity, verifyAgainst } from '../runtime.js';
 import { fsHost, machoCpu, resolveClosure } from './closure.js';
 import { TOOL_PATHS, checkTools } from './launch.js';
 
@@ -189,20 +189,5 @@ export function describeRuntimeDarwin(deps = {}) {
 
 /** For run(): like lib/runtime.js verifyRuntime, never throws. */
 export function verifyRuntimeDarwin(expectedDigest, deps) {
-  let identity;
-  try {
-    identity = describeRuntimeDarwin(deps);
-  } catch (err) {
-    const why = err instanceof ConfinedExecutorError ? `${err.code}: ${err.message}` : String(err);
-    return { ok: false, digest: null, identity: null, problem: `runtime cannot be verified: ${why}` };
-  }
-  if (identity.digest !== expectedDigest) {
-    return {
-      ok: false,
-      digest: identity.digest,
-      identity,
-      problem: `runtime changed: digest ${identity.digest} is not the pinned ${expectedDigest}`,
-    };
-  }
-  return { ok: true, digest: identity.digest, identity, problem: null };
+  return verifyAgainst(expectedDigest, () => describeRuntimeDarwin(deps));
 }
