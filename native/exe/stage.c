@@ -42,12 +42,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* CONFINED_PROGRAM_PID: the pid the executor's filter lets the program signal, decided once. */
+#include "../seccomp_policy.h"
+
 #define REFUSAL 125
 #define CONTROL_FD 3
 #define STATUS_FD 4
 #define FILTER_FD 5
-/* The filter allows signals only to this pid: the first child of a new pid namespace. */
-#define PROGRAM_PID 2
 #define MAX_FILTER_BYTES (BPF_MAXINSNS * sizeof(struct sock_filter))
 
 struct limit {
@@ -143,7 +144,7 @@ static void child(struct limit *limits, size_t nlimits, struct sock_fprog *prog,
   /* If the stage dies, so does the program (the namespace dies with pid 1 anyway). */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
     _exit(REFUSAL);
-  if (getpid() != PROGRAM_PID)
+  if (getpid() != CONFINED_PROGRAM_PID)
     _exit(REFUSAL);
   if (apply_limits(limits, nlimits) != 0)
     _exit(REFUSAL);
