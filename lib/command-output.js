@@ -3,6 +3,8 @@
 // discarded while the pipe keeps draining (the command is never blocked and memory stays
 // bounded), and the end of the delivered stderr is kept for `stderrTail`.
 import { Readable } from 'node:stream';
+import { parseLimitReport } from './collect.js';
+import { CONTROL_MAX_BYTES } from './constants.js';
 
 export function cappedOutput(caps, tailBytes) {
   const streams = { stdout: new Readable({ read() {} }), stderr: new Readable({ read() {} }) };
@@ -38,4 +40,23 @@ export function cappedOutput(caps, tailBytes) {
       for (const s of Object.values(streams)) s.push(null);
     },
   };
+}
+
+/**
+ * Reads the stage's limit report on the control channel (both backends): over CONTROL_MAX_BYTES,
+ * unparsable or not matching the request -> onMismatch(); matching -> onMatch(). An empty channel
+ * means the stage failed before reporting (the command never ran): neither is called.
+ */
+export function watchLimitReport(control, matches, { onMatch, onMismatch }) {
+  let text = Buffer.alloc(0);
+  control.on('data', (chunk) => {
+    if (text.length + chunk.length > CONTROL_MAX_BYTES) return onMismatch();
+    text = Buffer.concat([text, chunk]);
+  });
+  control.on('end', () => {
+    if (text.length === 0) return;
+    const measured = parseLimitReport(text.toString('latin1'));
+    if (!measured || !matches(measured)) return onMismatch();
+    onMatch();
+  });
 }

@@ -23,13 +23,13 @@
 //   unmapped too: the kernel refuses writes to them (EACCES) whatever their mode; they stay
 //   readable through their "other" bits. A filesystem that cannot be idmapped (proc, sysfs...)
 //   is refused with confinement.mount-not-idmappable (the launch fails before anything runs).
-import { cappedOutput } from './command-output.js';
+import { cappedOutput, watchLimitReport } from './command-output.js';
 import diagnostics from 'node:diagnostics_channel';
 import { constants as fsConstants, accessSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { commandArgv, stageArgv } from './bwrap.js';
-import { parseLimitReport, parseStatus } from './collect.js';
-import { CLOSE_GRACE_MS, CONTROL_MAX_BYTES, KILL_CONFIRM_MS } from './constants.js';
+import { parseStatus } from './collect.js';
+import { CLOSE_GRACE_MS, KILL_CONFIRM_MS } from './constants.js';
 import { ConfinementError } from './errors.js';
 import { defaultForwarderPath, egressBinds, entryKey, FORWARDER_PORT, forwarderArgv, parseAllowlist, startEgress } from './egress/index.js';
 import { bwrapPath, stagePath } from './host.js';
@@ -579,19 +579,9 @@ function launch(opts, host, posture, asRoot, egress) {
   proc.stdout.on('data', onOutput('stdout'));
   proc.stderr.on('data', onOutput('stderr'));
 
-  let control = Buffer.alloc(0);
-  proc.control.on('data', (chunk) => {
-    if (control.length + chunk.length > CONTROL_MAX_BYTES) {
-      stopWith('limits');
-      return;
-    }
-    control = Buffer.concat([control, chunk]);
-  });
-  proc.control.on('end', () => {
-    if (control.length === 0) return; // the stage failed before reporting: the command never ran
-    const measured = parseLimitReport(control.toString('latin1'));
-    if (!measured || !limitsMatch(measured, limits)) return stopWith('limits');
-    publish('running');
+  watchLimitReport(proc.control, (measured) => limitsMatch(measured, limits), {
+    onMatch: () => publish('running'),
+    onMismatch: () => stopWith('limits'),
   });
   proc.status.on('data', (chunk) => {
     if (statusText.length < 256) statusText += chunk.toString('latin1');

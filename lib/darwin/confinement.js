@@ -31,13 +31,12 @@
 //     the command, so it cannot bound the command's tree;
 //   - network { allowlist } without the egress proxy's loopback port (context.proxyPort):
 //     confinement.allowlist-not-supported, as on Linux.
-import { cappedOutput } from '../command-output.js';
+import { cappedOutput, watchLimitReport } from '../command-output.js';
 import { spawn as childSpawn } from 'node:child_process';
 import diagnostics from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseLimitReport } from '../collect.js';
-import { CLOSE_GRACE_MS, CONTROL_MAX_BYTES, KILL_CONFIRM_MS } from '../constants.js';
+import { CLOSE_GRACE_MS, KILL_CONFIRM_MS } from '../constants.js';
 import { ConfinementError } from '../errors.js';
 import { commandSeatbeltProfile } from './command.js';
 import { TOOL_PATHS, checkTools, commandLaunchArgv } from './launch.js';
@@ -362,19 +361,9 @@ function launchDarwin(opts, launchArgv, posture, d, admit) {
   const pipes = { stdout: child.stdio[1], stderr: child.stdio[2], control: child.stdio[3] };
   pipes.stdout.on('data', onOutput('stdout'));
   pipes.stderr.on('data', onOutput('stderr'));
-  let control = Buffer.alloc(0);
-  pipes.control.on('data', (chunk) => {
-    if (control.length + chunk.length > CONTROL_MAX_BYTES) {
-      stopWith('limits');
-      return;
-    }
-    control = Buffer.concat([control, chunk]);
-  });
-  pipes.control.on('end', () => {
-    if (control.length === 0) return; // the stage failed before reporting: nothing ran (125)
-    const measured = parseLimitReport(control.toString('latin1'));
-    if (!measured || !darwinCommandLimitsMatch(measured, limits)) return stopWith('limits');
-    publish('running');
+  watchLimitReport(pipes.control, (measured) => darwinCommandLimitsMatch(measured, limits), {
+    onMatch: () => publish('running'),
+    onMismatch: () => stopWith('limits'),
   });
   for (const name of open) {
     pipes[name].on('error', () => {});
