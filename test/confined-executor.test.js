@@ -981,6 +981,9 @@ test('after 200 sequential runs descriptors and RSS are flat and nothing is left
   const rssAfter = process.memoryUsage().rss;
   t.diagnostic(`descriptors ${fdsBefore} -> ${fdsAfter}, rss ${rssBefore} -> ${rssAfter}`);
   assert.ok(Math.abs(fdsAfter - fdsBefore) <= Math.max(1, fdsBefore * 0.1), `${fdsBefore} -> ${fdsAfter}`);
-  assert.ok(Math.abs(rssAfter - rssBefore) <= rssBefore * 0.1, `${rssBefore} -> ${rssAfter}`);
+  // Under ASan (npm run check:native) freed memory sits in the sanitizer's quarantine, so RSS
+  // says nothing about leaks there; the plain suite judges it.
+  if (!/libasan/.test(process.env.LD_PRELOAD ?? ''))
+    assert.ok(Math.abs(rssAfter - rssBefore) <= rssBefore * 0.1, `${rssBefore} -> ${rssAfter}`);
   assertNothingLeft(root);
 });
