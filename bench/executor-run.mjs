@@ -5,7 +5,7 @@
 //   start -> counted:        validation, host check, profile, runtime verify, root check, count
 //   counted -> materialised: slot claim, namespace write
 //   materialised -> launched: launch plan, pre-launch verify, spawn (fork, staging, exec bwrap)
-//   launched -> admitted:    bwrap, stage, node boot, preload (the admission record arrives)
+//   launched -> admitted:    bwrap, the stage and its gate (the admission record arrives)
 //   admitted -> collected:   go, the program, exit, settle, runtime re-verify, removal + fsync
 //   collected -> resolved:   the result is shaped and frozen
 // Usage: node bench/executor-run.mjs [rounds, default 25] [warm-up, default 5]

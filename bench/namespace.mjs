@@ -56,6 +56,6 @@ function run(label, tree) {
 run('10 files, 64 KiB program + 1 input file', {
   program: files(10, 64 * 1024),
   input: [{ path: 'input.txt', content: new Uint8Array(Buffer.from('input\n')) }],
-  launch: [{ path: 'preload.cjs', content: new Uint8Array(Buffer.from('// preload\n')) }],
+  canary: [{ path: 'canary', content: new Uint8Array(Buffer.from('confined canary\n')) }],
 });
 run('1000 files, 8 MiB program', { program: files(1000, 8 * 1024 * 1024) });

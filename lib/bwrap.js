@@ -40,10 +40,10 @@ export const BWRAP_TEMPLATE = Object.freeze({
     '--dir <parent> --symlink <target> <link> (each runtime alias)',
     '--proc /proc',
     '--dev-bind /dev/null /dev/null',
-    '--ro-bind <part or its staged clone> <namespace>/<part> (program, input, home, launch: ro, noexec)',
+    '--ro-bind <part or its staged clone> <namespace>/<part> (program, input, home: ro, noexec)',
     '--chdir <namespace>/input',
     '--remount-ro /',
-    '<stage> <cpu> <nofile> 0 0 - keep 5 <environment> -- <node> --require <preload> <entry> <args>',
+    '<stage> <cpu> <nofile> 0 0 - gate <canary> <host bwrap> 5 <environment> -- <node> <entry> <args>',
   ]),
   command: Object.freeze([
     'posture',
@@ -66,8 +66,11 @@ function limitArg(v) {
   return v === undefined || v === null ? '-' : String(v);
 }
 
-/** The stage's own arguments (native/exe/stage.c). */
-export function stageArgv(stage, { limits, keepControl, env, file, args }) {
+/**
+ * The stage's own arguments (native/exe/stage.c). `gate` is { canary, hostTool } for the
+ * executor's admission gate, or null: the control channel is closed before the exec.
+ */
+export function stageArgv(stage, { limits, gate = null, env, file, args }) {
   const envList = Object.entries(env).map(([k, v]) => `${k}=${v}`);
   return [
     stage,
@@ -76,7 +79,7 @@ export function stageArgv(stage, { limits, keepControl, env, file, args }) {
     limitArg(limits.coreBlocks),
     limitArg(limits.fileBlocks),
     limitArg(limits.processes),
-    keepControl ? 'keep' : 'close',
+    ...(gate ? ['gate', gate.canary, gate.hostTool] : ['close']),
     String(envList.length),
     ...envList,
     '--',

@@ -19,7 +19,7 @@ const LIMIT_KEYS = {
   processes: 'processes',
 };
 const LIMIT_ORDER = ['cpu', 'descriptors', 'core', 'file', 'processes'];
-const STATUS_LINE = /^status (exited|signaled) ([0-9]{1,3}) ([0-9]{1,20}) ([0-9]{1,20}) ([0-9]{1,20})\n$/;
+const STATUS_LINE = /^status (exited|signaled|unexecuted) ([0-9]{1,3}) ([0-9]{1,20}) ([0-9]{1,20}) ([0-9]{1,20})\n$/;
 
 /**
  * Parses the stage's limit lines (native/exe/stage.c): each limit soft then hard, in the stage's
@@ -77,12 +77,21 @@ export function limitsMatch(limits, request) {
   );
 }
 
+/**
+ * Parses the stage's status record. `unexecuted` is the errno of a failed execve after the
+ * gate (the child then exited REFUSAL_EXIT_CODE, which is reported as its exit); otherwise null.
+ */
 export function parseStatus(text) {
   const m = STATUS_LINE.exec(text);
   if (!m) return null;
   const n = Number(m[2]);
+  let exit;
+  if (m[1] === 'exited') exit = { code: n, signal: null };
+  else if (m[1] === 'signaled') exit = { code: null, signal: signalName(n) };
+  else exit = { code: REFUSAL_EXIT_CODE, signal: null };
   return {
-    exit: m[1] === 'exited' ? { code: n, signal: null } : { code: null, signal: signalName(n) },
+    exit,
+    unexecuted: m[1] === 'unexecuted' ? n : null,
     resources: {
       userCpuMs: Number(m[3]) / 1000,
       systemCpuMs: Number(m[4]) / 1000,
@@ -162,7 +171,7 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
       control = Buffer.concat([control, chunk]);
     });
     // The gate: decided when the control channel reaches end-of-file, which means no process
-    // holds its write end any more (the preload closed it before waiting for go).
+    // holds its write end any more (the stage's gate closed it before waiting for go).
     proc.control.on('end', () => {
       if (controlOverflow) return;
       const parsed = parseControl(control.toString('latin1'));

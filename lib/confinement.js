@@ -421,7 +421,6 @@ function launchPlan(opts, host, asRoot, egress) {
         fileBlocks: l.fileSizeBytes === null ? null : l.fileSizeBytes / 512,
         processes: l.maxProcesses,
       },
-      keepControl: false,
       env,
       file,
       args,

@@ -11,7 +11,7 @@ import { signalName } from './signals.js';
 import { hostLaunchers, hostProblem } from './host.js';
 import { needsStaging, spawnLauncher, STAGING_DIR } from './launch.js';
 import * as namespace from './namespace.js';
-import { activeProfile, executorFilter, instantiatePreload } from './profile.js';
+import { activeProfile, executorFilter } from './profile.js';
 import { runDarwin } from './darwin/executor.js';
 import { confinementPosture, decidedPosture } from './posture.js';
 import { verifyRuntime } from './runtime.js';
@@ -35,7 +35,7 @@ function notStarted(reason, message, namespaceDisposition = null) {
 const LOADER_CACHE = '/etc/ld.so.cache';
 
 /** The parts of a namespace that are bound into the sandbox, read-only and noexec. */
-const BOUND_PARTS = ['program', 'input', 'home', 'launch'];
+const BOUND_PARTS = ['program', 'input', 'home'];
 
 export class ConfinedExecutor {
   #options;
@@ -89,12 +89,10 @@ export class ConfinedExecutor {
     const slot = claim.path;
 
     const canary = path.join(slot, 'canary', 'canary');
-    const preload = instantiatePreload(profile.parts.preload, canary, profile.parts.tools.bwrap);
     const made = namespace.materialise(slot, {
       program: req.program.files,
       input: req.input.files,
       home: [],
-      launch: [{ path: 'preload.cjs', content: Buffer.from(preload) }],
       canary: [{ path: 'canary', content: Buffer.from('confined canary\n') }],
     });
     if (!made.ok) {
@@ -113,7 +111,7 @@ export class ConfinedExecutor {
     const tools = profile.parts.tools;
     const stage = stageArgv(tools.stage, {
       limits: { cpuSeconds: req.cpuSeconds, descriptors: req.maxDescriptors, coreBlocks: 0, fileBlocks: 0 },
-      keepControl: true,
+      gate: { canary, hostTool: tools.bwrap },
       env: {
         LC_ALL: 'C',
         TZ: 'UTC',
@@ -122,12 +120,7 @@ export class ConfinedExecutor {
         OPENSSL_CONF: '/dev/null',
       },
       file: runtime.identity.node.path,
-      args: [
-        '--require',
-        path.join(slot, 'launch', 'preload.cjs'),
-        path.join(slot, 'program', req.program.entry),
-        ...req.program.args,
-      ],
+      args: [path.join(slot, 'program', req.program.entry), ...req.program.args],
     });
     // What the sandbox reads of the host: the closure (bwrap itself runs outside) and the loader
     // cache the closure was resolved with. A root caller's launcher runs as an unprivileged uid
@@ -168,7 +161,7 @@ export class ConfinedExecutor {
       if (profile.patch.filter) filter = profile.patch.filter(filter);
       if (profile.patch.mounts) stagedMounts = profile.patch.mounts(mounts);
     }
-    const instantiatedText = JSON.stringify({ argv, seccomp: filter.toString('base64'), preload });
+    const instantiatedText = JSON.stringify({ argv, seccomp: filter.toString('base64') });
     const identities = {
       program: { digest: req.program.digest, entry: req.program.entry, args: req.program.args },
       input: { digest: req.input.digest },
@@ -301,6 +294,8 @@ export class ConfinedExecutor {
     if (limits && !limitsMatch(limits, req)) problems.push('limits-mismatch: measured limits differ from the request');
     if (admission === 'admitted' && !facts.goSent && facts.stopped === null)
       problems.push('lost contact: the go byte could not be sent');
+    if (status?.unexecuted)
+      problems.push(`not executed: execve of the program failed after admission (errno ${status.unexecuted})`);
     if (facts.reaped && !status && admission === 'admitted' && !facts.killSent)
       problems.push('lost contact: the program exit status was not reported');
     if (!facts.reaped) problems.push('not reaped: the launcher was not confirmed gone');

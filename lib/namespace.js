@@ -3,7 +3,7 @@
 // sit immediately before a synchronous spawn with no await in between.
 //
 // Layout: the executor root holds namespaces slot-<n>; each holds program/, input/, home/
-// and any further top-level directories the caller names (e.g. launch/). Every function
+// and any further top-level directories the caller names (e.g. canary/). Every function
 // returns a frozen result value; nothing here decides what a failure means for a run.
 import { native } from './native.js';
 
@@ -69,7 +69,7 @@ const FIXED = ['program', 'input', 'home'];
 /**
  * Writes the namespace into a claimed, empty slot. `tree` maps top-level directory names
  * to lists of { path, content } (path relative to that directory); program, input and
- * home are always created, further keys (e.g. launch) add directories. Files get
+ * home are always created, further keys (e.g. canary) add directories. Files get
  * `fileMode` (default 0o600, at most 0o644); directories 0o700.
  * Returns { ok: true, manifest } or { ok: false, reason, manifest }: on failure the
  * manifest records what was created, for remove(). manifest is null only if nothing was.

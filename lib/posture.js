@@ -61,7 +61,6 @@ function probe() {
       cwd: '/',
       stage: stageArgv(stage, {
         limits: { coreBlocks: 0 },
-        keepControl: false,
         env: { PATH: '/usr/bin:/bin' },
         file: PROBE_COMMAND,
         args: [],

@@ -9,60 +9,32 @@ import { darwinProfile } from './darwin/profile-identity.js';
 import { BWRAP_CANDIDATES, bwrapPath, stagePath } from './host.js';
 import { native, helperPath } from './native.js';
 
-/** The admission record the preload writes on fd 3. */
+/** The admission record the stage's gate writes on fd 3 (native/exe/stage.c ADMISSION_RECORD). */
 export const ADMISSION_RECORD = 'sf-confined/1 admitted\n';
 
 /**
- * The preload node runs (--require) before the program's entry. It proves one sandbox effect
- * (the canary, a host file outside every bind, is unreadable), writes the admission record,
- * closes the control channel so the program can never write or reopen it, then blocks on
- * stdin for the go byte, which the host sends only after checking the measured limits. Any
- * refusal exits REFUSAL_EXIT_CODE before the entry loads. @@CANARY@@ is replaced by a JSON
- * string literal.
+ * The admission gate. On Linux it is not a node preload: the stage's child (native/exe/stage.c)
+ * runs it in the process that becomes the program, after its limits are set and reported and
+ * before no_new_privs, the seccomp filter and execve, so nothing of node (not its start-up,
+ * not a worker thread) runs before go. It proves one sandbox effect (the canary, a host file
+ * outside every bind, cannot be opened), requires the host's bwrap (a world-readable host file
+ * outside /tmp that is never bound) to be absent, writes the admission record, closes the
+ * control channel and blocks on stdin for the go byte; any refusal exits REFUSAL_EXIT_CODE.
+ * The behaviour is compiled into the stage, which the runtime digest pins; this description,
+ * the protocol the host side speaks, is part of the profile digest, and the two paths are
+ * stage arguments, hashed into identities.profile.instantiated.
  *
- * A root caller's canary proves little on its own: it is unreadable to the sandbox uid by
- * permissions (the 0700 executor root) and hidden under the launcher's staging /tmp. So the
- * preload also requires @@HOST_TOOL@@ to be absent: the bwrap binary, a world-readable host
- * file outside /tmp that is never bound into the sandbox; seeing it means the host's files are
- * visible. Worker threads inherit --require and run the preload again: there it does
- * nothing (the control channel is long closed and stdin belongs to the program).
+ * A root caller's canary proves little on its own (it is unreadable to the sandbox uid by
+ * permissions, and hidden under the launcher's staging /tmp): hence the host tool.
  */
-export const PRELOAD_TEMPLATE = `'use strict';
-if (require('node:worker_threads').isMainThread) {
-  const fs = require('node:fs');
-  let unreadable = false;
-  try {
-    fs.readFileSync(@@CANARY@@);
-  } catch (error) {
-    unreadable = error.code === 'ENOENT' || error.code === 'EACCES' || error.code === 'EPERM';
-  }
-  if (!unreadable) process.exit(${REFUSAL_EXIT_CODE});
-  let absent = false;
-  try {
-    fs.statSync(@@HOST_TOOL@@);
-  } catch (error) {
-    absent = error.code === 'ENOENT';
-  }
-  if (!absent) process.exit(${REFUSAL_EXIT_CODE});
-  fs.writeSync(3, ${JSON.stringify(ADMISSION_RECORD)});
-  fs.closeSync(3);
-  const go = Buffer.alloc(1);
-  let n = 0;
-  for (;;) {
-    try {
-      n = fs.readSync(0, go, 0, 1, null);
-      break;
-    } catch (error) {
-      if (error.code !== 'EAGAIN' && error.code !== 'EINTR') process.exit(${REFUSAL_EXIT_CODE});
-    }
-  }
-  if (n !== 1 || go[0] !== ${GO_BYTE}) process.exit(${REFUSAL_EXIT_CODE});
-}
-`;
-
-export function instantiatePreload(template, canary, hostTool) {
-  return template.replace('@@CANARY@@', JSON.stringify(canary)).replace('@@HOST_TOOL@@', JSON.stringify(hostTool));
-}
+export const GATE = Object.freeze({
+  where: 'confined-stage child: after setrlimit and the limit report, before no_new_privs, seccomp and execve',
+  canary: 'open(O_RDONLY) must fail with ENOENT, EACCES or EPERM',
+  hostTool: 'stat of the host bwrap must fail with ENOENT',
+  record: ADMISSION_RECORD,
+  goByte: GO_BYTE,
+  refusal: REFUSAL_EXIT_CODE,
+});
 
 /**
  * Tool paths of the profile: what the host execs by absolute (real) path. The same resolution
@@ -86,7 +58,7 @@ export function profileParts() {
     name: CONFINED_PROFILE,
     bwrapTemplate: BWRAP_TEMPLATE,
     seccomp: executorFilter().toString('base64'),
-    preload: PRELOAD_TEMPLATE,
+    gate: JSON.stringify(GATE),
     tools: toolPaths(),
     environmentKeys: [...CONFINED_ENVIRONMENT_KEYS],
   };
@@ -99,7 +71,7 @@ export function profileDigest(parts) {
     parts.name,
     parts.bwrapTemplate,
     parts.seccomp,
-    parts.preload,
+    parts.gate,
     [parts.tools.bwrap, parts.tools.stage],
     parts.environmentKeys,
   ]);

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ConfinedExecutor } from '../lib/executor.js';
 import { CONFINED_ENVIRONMENT_KEYS } from '../lib/constants.js';
-import { PRELOAD_TEMPLATE, ADMISSION_RECORD, toolPaths } from '../lib/profile.js';
+import { toolPaths } from '../lib/profile.js';
 import { withPatchedProfile } from '../lib/testing.js';
 import {
   assertNothingLeft,
@@ -210,7 +210,7 @@ function assertQuarantinedBeforeLaunch({ root, slot, result }) {
   assert.equal(typeof result.namespace.reason, 'string');
   // Preserved, slot included, and no process was started.
   assert.deepEqual(listing(root), [path.basename(slot)]);
-  assert.deepEqual(listing(slot).sort(), ['canary', 'home', 'input', 'launch', 'program']);
+  assert.deepEqual(listing(slot).sort(), ['canary', 'home', 'input', 'program']);
   assert.deepEqual(processesOf(process.pid, root), []);
 }
 
@@ -462,7 +462,7 @@ test('stop limits-mismatch: limits that differ from the request never run the en
   );
   assert.equal(result.status, 'observed');
   assert.equal(result.process.stopped, 'limits-mismatch');
-  assert.equal(result.process.admission, 'admitted', 'the preload admitted, the gate refused');
+  assert.equal(result.process.admission, 'admitted', 'the stage admitted, the host refused');
   assert.deepEqual(result.process.limits.cpuSeconds, { soft: 7, hard: 7 }, 'measured, not requested');
   assert.equal(result.attributable, false);
   assert.ok(result.problems.some((p) => p.startsWith('limits-mismatch')), result.problems.join());
@@ -471,18 +471,29 @@ test('stop limits-mismatch: limits that differ from the request never run the en
   assertNothingLeft(root);
 });
 
-/** The real preload with its admission record replaced by `record`. */
-const preloadWriting = (record) =>
-  PRELOAD_TEMPLATE.replace(JSON.stringify(ADMISSION_RECORD), JSON.stringify(record));
+/** The bwrap argv with the stage's `processes` limit set: it then reports ten limit lines. */
+function extraLimit(argv) {
+  const copy = [...argv];
+  copy[stageIndex(copy, toolPaths().stage) + 5] = '4096';
+  return copy;
+}
+
+/**
+ * The bwrap argv with the stage (and its gate) replaced by node running `script` as the
+ * sandbox's pid 1: a broken launch stage that holds the control channel (fd 3) itself.
+ */
+function nodeInsteadOfStage(script) {
+  return (argv) => {
+    const i = stageIndex(argv, toolPaths().stage);
+    return [...argv.slice(0, i), fs.realpathSync(process.execPath), '-e', script];
+  };
+}
 
 test('stop control-malformed: control text that is not limits and the record never runs the entry', async (t) => {
   const { root, executor } = makeRoot(t);
   const mark = marker();
-  const preload = preloadWriting('garbage\n');
-  assert.notEqual(preload, PRELOAD_TEMPLATE);
-  const result = await withPatchedProfile({ parts: { preload } }, () =>
-    executor.run(request(lingering(mark))),
-  );
+  // Ten limit lines and the record: a stage and a host that disagree on what is reported.
+  const result = await withPatchedProfile({ argv: extraLimit }, () => executor.run(request(lingering(mark))));
   assert.equal(result.status, 'observed');
   assert.equal(result.process.stopped, 'control-malformed');
   assert.equal(result.process.admission, 'malformed');
@@ -530,12 +541,19 @@ test('no stop is recorded after the exit: a timeout that elapses after the progr
 // ---------------------------------------------------------------------------------------------
 // Admission states (invariant 5) and what each means for attribution (invariant 9)
 
-test('admission refused: a preload that refuses exits 125 and the entry never runs', async (t) => {
+test('admission refused: a visible host tool makes the gate exit 125 and the entry never runs', async (t) => {
   const { root, executor } = makeRoot(t);
   const mark = marker();
-  const result = await withPatchedProfile({ parts: { preload: 'process.exit(125);\n' } }, () =>
-    executor.run(request(lingering(mark))),
-  );
+  // The gate's host tool aimed at a file the sandbox does see (node itself, bound read-only):
+  // what the gate sees when the host's files are visible.
+  const visible = (argv) => {
+    const copy = [...argv];
+    const i = stageIndex(copy, toolPaths().stage);
+    assert.equal(copy[i + 6], 'gate');
+    copy[i + 8] = fs.realpathSync(process.execPath);
+    return copy;
+  };
+  const result = await withPatchedProfile({ argv: visible }, () => executor.run(request(lingering(mark))));
   assert.equal(result.status, 'observed');
   assert.equal(result.process.admission, 'refused');
   assert.deepEqual(result.process.exit, { code: 125, signal: null });
@@ -593,8 +611,8 @@ test('admission absent: a launcher that fails before the stage runs never runs t
 test('admission malformed: more than 1024 bytes of control text stop the run', async (t) => {
   const { root, executor } = makeRoot(t);
   const mark = marker();
-  const preload = preloadWriting('x'.repeat(2000) + '\n');
-  const result = await withPatchedProfile({ parts: { preload } }, () =>
+  const flood = `require('node:fs').writeSync(3, 'x'.repeat(2000) + '\\n');`;
+  const result = await withPatchedProfile({ argv: nodeInsteadOfStage(flood) }, () =>
     executor.run(request(lingering(mark))),
   );
   assert.equal(result.status, 'observed');
@@ -604,6 +622,28 @@ test('admission malformed: more than 1024 bytes of control text stop the run', a
   assert.equal(result.attributable, false);
   assert.ok(result.problems.some((p) => p.startsWith('admission malformed')));
   assert.ok(!text(result).stdout.includes(mark));
+  assertNothingLeft(root);
+});
+
+test('not executed: an execve that fails after admission is reported, not passed off as exit 125', async (t) => {
+  const { root, executor } = makeRoot(t);
+  // The program path after the stage's `--` aimed at a file that does not exist in the sandbox.
+  const missing = (argv) => {
+    const copy = [...argv];
+    const i = copy.indexOf('--', stageIndex(copy, toolPaths().stage));
+    copy[i + 1] = '/nonexistent-node';
+    return copy;
+  };
+  const result = await withPatchedProfile({ argv: missing }, () => executor.run(request(HELLO)));
+  assert.equal(result.status, 'observed');
+  assert.equal(result.process.admission, 'admitted', 'the gate passed; the exec failed after go');
+  assert.deepEqual(result.process.exit, { code: 125, signal: null });
+  assert.equal(result.attributable, false);
+  assert.ok(
+    result.problems.some((p) => p === 'not executed: execve of the program failed after admission (errno 2)'),
+    result.problems.join(),
+  );
+  assert.equal(text(result).stdout, '');
   assertNothingLeft(root);
 });
 
@@ -708,7 +748,10 @@ process.exit(125);\n`,
   const lines = text(result).stdout.split('\n');
   assert.equal(lines.slice(0, 3).join('\n') + '\n', forged, 'the forgery was printed');
   const { fd3, reopen } = JSON.parse(lines[3]);
-  assert.equal(fd3, 'EBADF', 'the program cannot write the control channel');
+  // The stage's gate closed fd 3 before the exec, so node's own start-up may reuse the number
+  // (libuv's epoll instance: EINVAL on write); either way it is not the control channel, and
+  // the host's control text above is exactly the stage's (limits as measured, the record).
+  assert.ok(['EBADF', 'EINVAL'].includes(fd3), `the program cannot write the control channel: ${fd3}`);
   assert.notEqual(reopen, 'opened');
 });
 
@@ -733,8 +776,8 @@ test('EX-1: an abort before collection stops a launcher that never reaches the g
   const mark = marker();
   const controller = new AbortController();
   onEvent(t, 'launched', () => controller.abort());
-  // A preload that hangs holding the control channel: the gate is never decided.
-  const result = await withPatchedProfile({ parts: { preload: 'setInterval(() => {}, 1000);\n' } }, () =>
+  // A launch stage that hangs holding the control channel: the gate is never decided.
+  const result = await withPatchedProfile({ argv: nodeInsteadOfStage('setInterval(() => {}, 1000);') }, () =>
     executor.run(request(lingering(mark), { timeoutMs: 15_000 }), controller.signal),
   );
   assert.equal(result.status, 'observed');

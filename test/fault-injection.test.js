@@ -261,7 +261,7 @@ test('launched + kill: the entry never ran; observed, or unresolved while an orp
   // Where the kill lands in bwrap's own start decides what follows (lib/launch.js,
   // KILL_DEFER_MS): before bwrap cloned the sandbox, or after the sandbox armed its
   // parent-death signal, the whole sandbox dies with bwrap. In between, the sandbox runs on
-  // without its monitor: the host reaps the launcher and closes stdin, so the preload can
+  // without its monitor: the host reaps the launcher and closes stdin, so the gate can
   // never get the go byte and refuses (exit 125, reported by the stage) once it gets there.
   if (result.status === 'unresolved') {
     // The orphan was still starting when the close grace ran out: its pipes were open, so the
@@ -273,7 +273,7 @@ test('launched + kill: the entry never ran; observed, or unresolved while an orp
     assert.deepEqual(result.process.exit, { code: null, signal: 'SIGKILL' }, 'the launcher itself was reaped');
     assert.equal(result.namespace.state, 'quarantined');
     assert.equal(result.namespace.path, ctx.slot);
-    // The orphan ends by itself: stdin is at end-of-file, so its preload refuses.
+    // The orphan ends by itself: stdin is at end-of-file, so its gate refuses.
     const end = performance.now() + 30_000;
     while (processesOf(-1, mark).length > 0 && performance.now() < end) await sleep(50);
     assertHost(ctx, [path.basename(ctx.slot)], { preserved: ctx.treeAtLaunch });
@@ -306,18 +306,18 @@ test('launched + abort: stopped cancelled, the entry never runs, the namespace r
   assert.ok(!text(result).stdout.includes(mark), 'the entry never ran');
   // The stop closes stdin at once and kills once the sandbox is armed (lib/launch.js). What
   // the sandbox got done before the kill reached it depends on scheduling: nothing, the
-  // admission record, or the preload's refusal at end-of-file on stdin (exit 125, reported by
+  // admission record, or the gate's refusal at end-of-file on stdin (exit 125, reported by
   // the stage). In no case did the go byte go out.
   const { exit, admission, killSent } = result.process;
   if (exit.signal === null) {
-    t.diagnostic('the preload refused at end-of-file before the kill reached it');
+    t.diagnostic('the gate refused at end-of-file before the kill reached it');
     assert.deepEqual(exit, { code: 125, signal: null });
   } else {
     assert.deepEqual(exit, { code: null, signal: 'SIGKILL' });
     assert.equal(killSent, true);
   }
   if (admission === 'admitted') {
-    t.diagnostic('the preload admitted before the kill reached it');
+    t.diagnostic('the gate admitted before the kill reached it');
     // Invariant 9: a cancellation after admission is a fact, not a problem.
     assert.deepEqual(result.problems, []);
     assert.equal(result.attributable, true);
@@ -392,11 +392,11 @@ test('admitted + abort: stopped cancelled at the gate, the entry never runs, sti
   assert.equal(result.process.admission, 'admitted');
   assert.equal(result.process.stopped, 'cancelled');
   assert.equal(result.process.killSent, true);
-  // The stop closes stdin, then kills. The preload, waiting for go, either dies by the kill or,
+  // The stop closes stdin, then kills. The stage's gate, waiting for go, either dies by the kill or,
   // when it gets the CPU first (a loaded host), reads end-of-file and refuses (exit 125, which
   // the stage reports before the kill reaches it). Either way the entry never loaded.
   if (result.process.exit.signal === null) {
-    t.diagnostic('the preload refused at end-of-file before the kill reached it');
+    t.diagnostic('the gate refused at end-of-file before the kill reached it');
     assert.deepEqual(result.process.exit, { code: 125, signal: null });
   } else {
     assert.deepEqual(result.process.exit, { code: null, signal: 'SIGKILL' });

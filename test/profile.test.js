@@ -6,14 +6,9 @@ import test from 'node:test';
 import { confinedProfile, CONFINED_PROFILE } from '../lib/confined-executor.js';
 import { BWRAP_POSTURE, BWRAP_TEMPLATE } from '../lib/bwrap.js';
 import { native } from '../lib/native.js';
-import {
-  activeProfile,
-  executorFilter,
-  instantiatePreload,
-  PRELOAD_TEMPLATE,
-  profileDigest,
-  profileParts,
-} from '../lib/profile.js';
+import fs from 'node:fs';
+import { GO_BYTE, REFUSAL_EXIT_CODE } from '../lib/constants.js';
+import { ADMISSION_RECORD, activeProfile, executorFilter, GATE, profileDigest, profileParts } from '../lib/profile.js';
 import { withPatchedProfile } from '../lib/testing.js';
 
 const base = profileParts();
@@ -36,7 +31,7 @@ test('the digest is sha256 over the documented canonical serialisation', () => {
     base.name,
     base.bwrapTemplate,
     base.seccomp,
-    base.preload,
+    base.gate,
     [base.tools.bwrap, base.tools.stage],
     base.environmentKeys,
   ]);
@@ -71,9 +66,27 @@ test('part: the seccomp policy (the BPF program bytes)', () => {
   assert.equal(executorFilter().toString('base64'), base.seccomp);
 });
 
-test('part: the preload', () => {
-  changed({ preload: PRELOAD_TEMPLATE.replace("'ENOENT'", "'ENOTDIR'") });
-  assert.match(instantiatePreload(base.preload, '/x/canary'), /readFileSync\("\/x\/canary"\)/);
+test('part: the admission gate (its protocol as the host speaks it)', () => {
+  assert.equal(base.gate, JSON.stringify(GATE));
+  changed({ gate: JSON.stringify({ ...GATE, goByte: GO_BYTE + 1 }) });
+  changed({ gate: JSON.stringify({ ...GATE, record: 'sf-confined/2 admitted\n' }) });
+  changed({ gate: JSON.stringify({ ...GATE, canary: 'open(O_RDONLY) must fail with ENOENT' }) });
+});
+
+test('the stage (native/exe/stage.c) and the host agree on the gate protocol', () => {
+  // The gate is compiled into the stage; the host parses what it writes. One value each side.
+  const source = fs.readFileSync(new URL('../native/exe/stage.c', import.meta.url), 'utf8');
+  const define = (name) => {
+    const m = new RegExp(`^#define ${name} (.+)$`, 'm').exec(source);
+    assert.ok(m, `stage.c defines ${name}`);
+    return m[1];
+  };
+  assert.equal(JSON.parse(define('ADMISSION_RECORD')), ADMISSION_RECORD);
+  assert.equal(Number(define('GO_BYTE')), GO_BYTE);
+  assert.equal(Number(define('REFUSAL')), REFUSAL_EXIT_CODE);
+  assert.equal(GATE.record, ADMISSION_RECORD);
+  assert.equal(GATE.goByte, GO_BYTE);
+  assert.equal(GATE.refusal, REFUSAL_EXIT_CODE);
 });
 
 test('part: the tool paths (bwrap and the stage)', () => {
@@ -87,7 +100,7 @@ test('part: the environment names', () => {
 });
 
 test('a patched profile (test seam) has its own digest and confinedProfile() reports it', async () => {
-  await withPatchedProfile({ parts: { preload: `${PRELOAD_TEMPLATE}\n` } }, () => {
+  await withPatchedProfile({ parts: { gate: `${base.gate}\n` } }, () => {
     const patched = confinedProfile().digest;
     assert.notEqual(patched, baseDigest);
     assert.equal(activeProfile().patched, true);

@@ -193,7 +193,7 @@ export interface MeasuredLimits {
   readonly fileBlocks: LimitPair;
 }
 
-/** What the preload's admission record said. */
+/** What the admission gate's record said (Linux: the launch stage; macOS: the preload). */
 export type AdmissionState = 'admitted' | 'refused' | 'absent' | 'malformed';
 
 /** The first stop the host requested, if any. */
@@ -328,7 +328,7 @@ export interface ExecutorLaunchedEvent {
   readonly profile: string;
 }
 
-/** The preload's admission record arrived. */
+/** The admission record arrived (written by the gate before the program's entry loads). */
 export interface ExecutorAdmittedEvent {
   readonly event: 'admitted';
   readonly namespace: string;

@@ -35,8 +35,8 @@ export const DARWIN_ADMISSION_RECORD = 'sf-confined/1 admitted\n';
  * The preload on macOS, an ES module passed as `--import data:text/javascript,<text>`: the
  * Seatbelt profile lets node read only the runtime, the system paths and the two snapshot
  * directories, so the preload cannot be a file of the namespace (launch/ is not readable).
- * Same behaviour as the Linux preload (lib/profile.js PRELOAD_TEMPLATE): prove the canary is
- * unreadable, write the admission record on fd 3, close fd 3, block on stdin for the go byte;
+ * sandbox-exec execs node in place, so unlike Linux (where the stage runs the gate before the
+ * exec, lib/profile.js GATE) the gate runs inside node: prove the canary is unreadable, write the admission record on fd 3, close fd 3, block on stdin for the go byte;
  * any refusal exits REFUSAL_EXIT_CODE before the entry loads; nothing in worker threads
  * (they inherit --import). @@CANARY@@ is replaced by a JSON string literal.
  */

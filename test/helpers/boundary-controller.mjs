@@ -1,7 +1,9 @@
 // A controller process of the boundary suite: runs one confined probe run in its own node
 // process and reports on stdout, one JSON line each:
 //   { event: 'launched', pid, namespace }       (pid: the bwrap monitor, host side)
-//   { event: 'admitted', program, fds, environ, stage }   (host-side /proc view before go)
+//   { event: 'admitted', program, stage }   (host-side /proc view at admission, before go)
+//   { event: 'running', fds, environ, hostInodes }   (with job.inspectRunning: the host-side view
+//     of the program once its probe set the title 'confined-probe-ready', i.e. node is running)
 //   { event: 'result', status, reason, namespace, admission, exit, lines }
 // Usage: node boundary-controller.mjs '<job JSON>' with job = { root, maxRetained, probes,
 // config }. The suite uses it for controller loss (it SIGKILLs this process), shared capacity
@@ -63,6 +65,40 @@ if (job.controlFds) {
   say({ event: 'control-fds', inodes: JSON.parse(listing.stdout.toString()) });
 }
 
+// At admission the program is still the stage's child, before its exec (the gate runs there):
+// the program's own descriptors and environment exist once node runs. Its probe says so by
+// setting its title, which the host reads in /proc/<pid>/cmdline.
+function inspectWhenReady(pid) {
+  const started = performance.now();
+  const timer = setInterval(() => {
+    let cmdline = '';
+    try {
+      cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1');
+    } catch (error) {
+      clearInterval(timer);
+      say({ event: 'running', error: `${error.code ?? ''} ${error.message}` });
+      return;
+    }
+    if (!cmdline.startsWith('confined-probe-ready')) {
+      if (performance.now() - started > 20_000) {
+        clearInterval(timer);
+        say({ event: 'running', error: 'the probe never became ready' });
+      }
+      return;
+    }
+    clearInterval(timer);
+    const report = { event: 'running' };
+    try {
+      report.hostInodes = ownInodes();
+      report.fds = fdView(pid);
+      report.environ = fs.readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').filter(Boolean);
+    } catch (error) {
+      report.error = `${error.code ?? ''} ${error.message}`;
+    }
+    say(report);
+  }, 5);
+}
+
 let launched = null;
 const { result, lines } = await runConfined({
   root: job.root,
@@ -83,10 +119,7 @@ const { result, lines } = await runConfined({
         report.stage = stages;
         report.program = programs;
         report.hostInodes = ownInodes();
-        if (programs.length === 1) {
-          report.fds = fdView(programs[0]);
-          report.environ = fs.readFileSync(`/proc/${programs[0]}/environ`, 'latin1').split('\0').filter(Boolean);
-        }
+        if (job.inspectRunning && programs.length === 1) inspectWhenReady(programs[0]);
       } catch (error) {
         report.error = `${error.code ?? ''} ${error.message}`;
       }

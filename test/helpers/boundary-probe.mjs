@@ -351,6 +351,11 @@ const probes = {
   'spin': () => {
     for (;;);
   },
+  // Tells a host-side observer (test/helpers/boundary-controller.mjs) that node is running.
+  'ready': () => {
+    process.title = 'confined-probe-ready';
+    return { ok: true };
+  },
   'sleep': () => new Promise((resolve) => setTimeout(() => resolve({ ok: true }), config.sleepMs ?? 1000)),
   // --- descriptors and environment
   'env': () => ({ ok: true, value: Object.keys(process.env).sort() }),
@@ -390,7 +395,7 @@ const probes = {
 };
 
 // A probe's side effect may throw later, outside its try (with seccomp switched off, a forked
-// child's preload writes into the IPC channel and node's parser throws): record and go on.
+// child writes into the IPC channel and node's parser throws): record and go on.
 process.on('uncaughtException', (e) => {
   process.stdout.write(JSON.stringify({ probe: 'uncaught', ok: false, code: String(e?.message).slice(0, 200) }) + '\n');
 });

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EXECUTOR_CHANNEL } from '../../lib/constants.js';
 import { ConfinedExecutor } from '../../lib/executor.js';
-import { PRELOAD_TEMPLATE, confinedProfile } from '../../lib/profile.js';
+import { confinedProfile, toolPaths } from '../../lib/profile.js';
 import { describeRuntime } from '../../lib/runtime.js';
 import { snapshotDigest } from '../../lib/snapshot.js';
 import { allowAllFilter, withPatchedProfile } from '../../lib/testing.js';
@@ -64,16 +64,18 @@ export const MUTATIONS = {
       return out;
     },
   },
-  // The preload's admission checks (canary unreadable, host tool absent) aimed at paths that
-  // never exist: a detection layer, not a barrier, so it only shows in pairs (mounts+preload
+  // The gate's admission checks (canary unreadable, host tool absent) aimed at paths that
+  // never exist: a detection layer, not a barrier, so it only shows in pairs (mounts+gate
   // exposes what the mount isolation alone guards once nothing refuses the run).
-  preload: {
+  gate: {
     pairOnly: true,
-    parts: {
-      preload: PRELOAD_TEMPLATE.replace('@@CANARY@@', '"/nonexistent-canary"').replace(
-        '@@HOST_TOOL@@',
-        '"/nonexistent-host-tool"',
-      ),
+    argv: (argv) => {
+      const i = argv.lastIndexOf(toolPaths().stage);
+      if (i < 0 || argv[i + 6] !== 'gate') throw new Error('no gating stage in the bwrap argv');
+      const copy = [...argv];
+      copy[i + 7] = '/nonexistent-canary';
+      copy[i + 8] = '/nonexistent-host-tool';
+      return copy;
     },
   },
   // The network namespace: the sandbox shares the host's network stack.

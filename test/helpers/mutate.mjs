@@ -17,15 +17,15 @@ const SINGLE = Object.keys(MUTATIONS).filter((k) => !MUTATIONS[k].pairOnly);
 // network namespace), native code (seccomp and noexec), other processes (seccomp's signal
 // rule and the pid namespace), files (seccomp and the mount isolation), and the mounts with
 // noexec (host paths are executable again only when both are off).
-// The preload's admission checks only detect a broken mount isolation: mounts+preload.
+// The gate's admission checks only detect a broken mount isolation: mounts+gate.
 const PAIRS = [
   'seccomp+netns',
   'seccomp+noexec',
   'seccomp+pidns',
   'seccomp+mounts',
   'mounts+noexec',
-  'mounts+preload',
-  'seccomp+mounts+preload',
+  'mounts+gate',
+  'seccomp+mounts+gate',
 ];
 const requested = process.argv.slice(2);
 const mutations = requested.length ? requested : [...SINGLE, ...PAIRS];
