@@ -39,6 +39,7 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -160,7 +161,9 @@ struct gate {
  * child before no_new_privs and the filter, so nothing here is restricted by seccomp: every
  * denial it observes comes from the mounts and the uid the program will have. */
 static int pass_gate(const struct gate *g) {
-  int fd = open(g->canary, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a canary path that resolves to a FIFO must not block the gate (it opens, so
+   * it refuses). */
+  int fd = open(g->canary, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd >= 0) {
     close(fd);
     return -1;
@@ -176,9 +179,19 @@ static int pass_gate(const struct gate *g) {
     return -1;
   unsigned char go = 0;
   ssize_t n;
-  do
+  for (;;) {
     n = read(STDIN_FILENO, &go, 1);
-  while (n < 0 && errno == EINTR);
+    if (n >= 0)
+      break;
+    if (errno == EINTR)
+      continue;
+    if (errno != EAGAIN)
+      return -1;
+    /* A non-blocking stdin: wait for the byte or end-of-file rather than refuse early. */
+    struct pollfd in = {STDIN_FILENO, POLLIN, 0};
+    if (poll(&in, 1, -1) < 0 && errno != EINTR)
+      return -1;
+  }
   return n == 1 && go == GO_BYTE ? 0 : -1;
 }
 
