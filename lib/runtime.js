@@ -21,8 +21,11 @@
 // Closure resolution and hashing are native (native/closure_linux.c): the executables
 // are resolved as ld.so resolves them with an empty environment, and each file is
 // hashed with SHA-256 through node's OpenSSL, behind a cache keyed on (device, inode,
-// size, mtime ns, ctime ns) whose soundness argument is written there. Set
-// CONFINED_RUNTIME_REHASH=1 (or pass { rehash: true } internally) to hash everything.
+// size, mtime ns, ctime ns) whose soundness argument is written there. The identity is
+// memoised (closureIdentity): it is built again unless every answer the file system gave
+// the resolution is still the same (one stat each, native/pin_linux.c). Set
+// CONFINED_RUNTIME_REHASH=1 (or pass { rehash: true } internally) to hash everything and
+// bypass both.
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, realpathSync, statSync } from 'node:fs';
@@ -36,6 +39,7 @@ import { native } from './native.js';
 export const RUNTIME_PROTOCOL = 'confined-runtime/1';
 const LD_SO_CACHE = '/etc/ld.so.cache';
 const OS_RELEASE = ['/etc/os-release', '/usr/lib/os-release'];
+const ROLES = Object.freeze(['node', 'launcher', 'launcher']);
 
 // What each program interpreter searches, from its own `--help` (run with an empty
 // environment, so LD_LIBRARY_PATH does not appear), keyed on the interpreter's identity.
@@ -194,6 +198,99 @@ function rehashRequested(options) {
   return options?.rehash === true || process.env.CONFINED_RUNTIME_REHASH === '1';
 }
 
+function sameList(a, b) {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+function sameFacts(a, b) {
+  return (
+    a.platform === b.platform &&
+    a.arch === b.arch &&
+    a.node.path === b.node.path &&
+    a.node.version === b.node.version &&
+    a.os.kernelRelease === b.os.kernelRelease &&
+    a.os.kernelVersion === b.os.kernelVersion &&
+    a.os.id === b.os.id &&
+    a.os.versionId === b.os.versionId
+  );
+}
+
+// The identity closureIdentity last built, with everything it was built from: the
+// arguments, the host facts and the generation of the native recording of what the
+// closure resolution observed (native/pin_linux.c, closure_memo_holds).
+let identityMemo = null;
+
+/**
+ * The identity of the closure of `executables` (real paths; roles 'node' or 'launcher')
+ * with the given host facts ({ platform, arch, node: { path, version }, os }). Options:
+ * rehash (hash every file, consult no memo), cachePath (the ld.so.cache, for tests).
+ * Throws ConfinedExecutorError 'runtime-unavailable'.
+ *
+ * The memo: the previous identity is returned again only when the arguments and facts
+ * are equal (compared here, every call) and runtimeMemoChanged reports that every
+ * observation the native resolution made still holds, so resolving again would give
+ * the same files, hashes and aliases (the argument is written at closure_memo_holds).
+ * The loader configurations are not recomputed on that path: they are a function of the
+ * executables' bytes (their PT_INTERP) and of the interpreters' stat keys (loaderConfig's
+ * memo), and both are observations of the recording (every executable and interpreter
+ * is a file of the closure). The memo is kept only if those configurations are still
+ * loaderConfig's current ones once the closure is recorded, so that they cannot be older
+ * than what the recording observed.
+ */
+export function closureIdentity(executables, roles, facts, options) {
+  const rehash = rehashRequested(options);
+  const cachePath = options?.cachePath ?? LD_SO_CACHE;
+  const m = identityMemo;
+  if (
+    !rehash &&
+    m &&
+    m.cachePath === cachePath &&
+    sameList(m.executables, executables) &&
+    sameList(m.roles, roles) &&
+    sameFacts(m.facts, facts) &&
+    native.runtimeMemoChanged(m.generation) === null
+  )
+    return m.identity;
+  identityMemo = null;
+  const loaders = [];
+  const seen = new Set();
+  for (const exe of executables) {
+    let info;
+    try {
+      info = native.elfInfoFile(exe);
+    } catch (err) {
+      throw new ConfinedExecutorError('runtime-unavailable', err.message, { cause: err });
+    }
+    if (info.interp && !seen.has(info.interp)) {
+      seen.add(info.interp);
+      loaders.push(loaderConfig(info.interp));
+    }
+  }
+  let closure;
+  try {
+    closure = native.runtimeClosure([...executables], [...roles], loaders, cachePath, rehash, true);
+  } catch (err) {
+    throw new ConfinedExecutorError('runtime-unavailable', err.message, { cause: err });
+  }
+  const identity = buildIdentity(closure, facts);
+  let current;
+  try {
+    current = loaders.every((l) => loaderConfig(l.interp) === l);
+  } catch {
+    current = false;
+  }
+  if (current)
+    identityMemo = {
+      executables: [...executables],
+      roles: [...roles],
+      cachePath,
+      facts: { ...facts, node: { ...facts.node }, os: { ...facts.os } },
+      generation: closure.memo,
+      identity,
+    };
+  return identity;
+}
+
 /**
  * The runtime this process would confine programs with. Throws ConfinedExecutorError
  * 'unsupported-host' (hostProblem's reason) or 'runtime-unavailable' (a file of the
@@ -212,36 +309,9 @@ export function describeRuntime(options) {
     });
   }
   const executables = [nodePath, bwrapPath(), stagePath()];
-  const roles = ['node', 'launcher', 'launcher'];
   if (executables.includes(null))
     throw new ConfinedExecutorError('unsupported-host', 'a launcher disappeared');
-  const loaders = [];
-  const seen = new Set();
-  for (const exe of executables) {
-    let info;
-    try {
-      info = native.elfInfoFile(exe);
-    } catch (err) {
-      throw new ConfinedExecutorError('runtime-unavailable', err.message, { cause: err });
-    }
-    if (info.interp && !seen.has(info.interp)) {
-      seen.add(info.interp);
-      loaders.push(loaderConfig(info.interp));
-    }
-  }
-  let closure;
-  try {
-    closure = native.runtimeClosure(
-      executables,
-      roles,
-      loaders,
-      LD_SO_CACHE,
-      rehashRequested(options),
-    );
-  } catch (err) {
-    throw new ConfinedExecutorError('runtime-unavailable', err.message, { cause: err });
-  }
-  return buildIdentity(closure, {
+  const facts = {
     platform: process.platform,
     arch: process.arch,
     node: { path: nodePath, version: process.version },
@@ -250,7 +320,8 @@ export function describeRuntime(options) {
       kernelVersion: os.version(),
       ...readOsRelease(),
     },
-  });
+  };
+  return closureIdentity(executables, ROLES, facts, options);
 }
 
 /**

@@ -20,7 +20,10 @@
  * LD_LIBRARY_PATH, LD_PRELOAD and the other LD_ variables are ignored (the sandbox
  * clears the environment). What cannot be decided exactly fails closed with a reason:
  * /etc/ld.so.preload, legacy hwcap subdirectories or cache entries, relative search
- * directories, $LIB/$PLATFORM without a known expansion. */
+ * directories, $LIB/$PLATFORM without a known expansion.
+ * Given a closure_memo, every answer the file system gives the resolution is recorded
+ * (memo_stat, memo_stat_bytes here; memo_lstat in pin_walk): each candidate opened or
+ * not found, each legacy subdirectory, the preload file and the cache. */
 #include "closure.h"
 #include "elf.h"
 #include "ldcache.h"
@@ -73,6 +76,7 @@ struct obj {
 
 struct state {
   struct closure_result *out;
+  struct closure_memo *memo; /* records every answer the file system gives, or NULL */
   const struct loader_config *cfg;
   const struct ldcache *cache; /* NULL if there is no ld.so.cache */
   struct obj *objs;
@@ -172,8 +176,10 @@ static int try_candidate(struct state *s, const char *path, size_t loader, const
                          enum closure_role role, size_t *found) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR || errno == EACCES)
+    if (errno == ENOENT || errno == ENOTDIR || errno == EACCES) {
+      memo_stat(s->memo, path, NULL, errno, false); /* a lookup that found nothing */
       return 0;
+    }
     return closure_fail(s->out, -errno, "%s: %s", path, strerror(errno));
   }
   struct stat st;
@@ -184,6 +190,12 @@ static int try_candidate(struct state *s, const char *path, size_t loader, const
     rc = closure_fail(s->out, -errno, "%s: %s", path, strerror(errno));
     goto error;
   }
+  /* Its bytes decide what follows unless it is an object already loaded (whose own
+   * observation covers them). */
+  bool loaded = false;
+  for (size_t i = 0; i < s->n && !loaded; i++)
+    loaded = s->objs[i].st.st_dev == st.st_dev && s->objs[i].st.st_ino == st.st_ino;
+  memo_stat(s->memo, path, &st, 0, !loaded);
   for (size_t i = 0; i < s->n; i++) {
     if (s->objs[i].st.st_dev == st.st_dev && s->objs[i].st.st_ino == st.st_ino) {
       close(fd);
@@ -250,12 +262,13 @@ static int try_candidate(struct state *s, const char *path, size_t loader, const
   s->n++;
   if (!(o->opened = strdup(path)) || add_name(o, name) < 0 || add_name(o, path) < 0)
     return closure_fail(s->out, -ENOMEM, "out of memory");
-  rc = pin_walk(s->out, path, o->real);
+  rc = pin_walk(s->out, s->memo, path, o->real);
   if (rc < 0)
     return rc;
   struct stat rs;
   if (stat(o->real, &rs) < 0 || rs.st_dev != st.st_dev || rs.st_ino != st.st_ino)
     return closure_fail(s->out, -EAGAIN, "%s: changed while it was resolved", path);
+  memo_stat(s->memo, o->real, &rs, 0, false);
   /* The main program's $ORIGIN is its real directory (ld.so reads /proc/self/exe); a
    * library's is the directory of the path it was opened by. */
   dirname_of(role == ROLE_NODE || role == ROLE_LAUNCHER ? o->real : path, o->origin);
@@ -274,7 +287,11 @@ static int check_legacy(struct state *s, const char *dir) {
     char p[PATH_MAX];
     struct stat st;
     int w = snprintf(p, sizeof p, "%s/%s", dir, s->cfg->legacy[k]);
-    if (w > 0 && (size_t)w < sizeof p && stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+    if (w <= 0 || (size_t)w >= sizeof p)
+      continue;
+    int rc = stat(p, &st) < 0 ? errno : 0;
+    memo_stat(s->memo, p, rc ? NULL : &st, rc, false);
+    if (rc == 0 && S_ISDIR(st.st_mode))
       return closure_fail(s->out, -ENOTSUP, "%s: legacy hwcap subdirectory (not resolved exactly)",
                           p);
   }
@@ -454,7 +471,7 @@ static int resolve_one(struct state *s, const char *exe, enum closure_role role,
   return 0;
 }
 
-static int read_small_file(const char *path, uint8_t **buf, size_t *len) {
+static int read_small_file(const char *path, uint8_t **buf, size_t *len, struct stat *stp) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return -errno;
@@ -476,44 +493,62 @@ static int read_small_file(const char *path, uint8_t **buf, size_t *len) {
   close(fd);
   if (!b)
     return -ENOMEM;
-  *buf = b, *len = done;
+  *buf = b, *len = done, *stp = st;
   return 0;
 }
 
-int closure_resolve(const char *const *exes, const enum closure_role *roles, size_t n_exes,
-                    const struct loader_config *loaders, size_t n_loaders, const char *cache_path,
-                    struct hash_cache *cache, bool rehash, struct closure_result *out) {
-  memset(out, 0, sizeof *out);
+static int resolve_all(const char *const *exes, const enum closure_role *roles, size_t n_exes,
+                       const struct loader_config *loaders, size_t n_loaders,
+                       const char *cache_path, struct hash_cache *cache, bool rehash,
+                       struct closure_memo *memo, struct closure_result *out) {
   struct stat pst;
   /* ld.so loads every library listed in /etc/ld.so.preload into every process it starts,
    * the launchers included; we do not pin those: refuse. */
-  if (stat(PRELOAD_FILE, &pst) == 0 && pst.st_size > 0)
+  int rc = stat(PRELOAD_FILE, &pst) < 0 ? errno : 0;
+  memo_stat(memo, PRELOAD_FILE, rc ? NULL : &pst, rc, false);
+  if (rc == 0 && pst.st_size > 0)
     return closure_fail(out, -ENOTSUP, "%s exists (preloaded libraries are not supported)",
                         PRELOAD_FILE);
   uint8_t *cbuf = NULL;
   size_t clen = 0;
   struct ldcache lc;
+  struct stat cst;
   bool have_cache = false;
-  int rc = read_small_file(cache_path, &cbuf, &clen);
+  rc = read_small_file(cache_path, &cbuf, &clen, &cst);
   if (rc == 0) {
     const char *why = NULL;
     if (ldcache_open(cbuf, clen, &lc, &why) < 0) {
       free(cbuf);
       return closure_fail(out, -ENOEXEC, "%s: %s", cache_path, why);
     }
+    memo_stat_bytes(memo, cache_path, &cst, cbuf, clen);
     have_cache = true;
-  } else if (rc != -ENOENT) {
+  } else if (rc == -ENOENT) {
+    memo_stat(memo, cache_path, NULL, ENOENT, false);
+  } else {
     return closure_fail(out, rc, "%s: %s", cache_path, strerror(-rc));
   }
   rc = 0;
   for (size_t e = 0; e < n_exes && rc == 0; e++) {
-    struct state s = {.out = out, .cache = have_cache ? &lc : NULL};
+    struct state s = {.out = out, .memo = memo, .cache = have_cache ? &lc : NULL};
     rc = resolve_one(&s, exes[e], roles[e], loaders, n_loaders);
     for (size_t i = 0; i < s.n && rc == 0; i++)
-      rc = pin_add_file(out, cache, rehash, s.objs[i].real, s.objs[i].fd, &s.objs[i].st,
+      rc = pin_add_file(out, cache, rehash, memo, s.objs[i].real, s.objs[i].fd, &s.objs[i].st,
                         s.objs[i].role, e);
     free_objs(&s);
   }
   free(cbuf);
+  return rc;
+}
+
+int closure_resolve(const char *const *exes, const enum closure_role *roles, size_t n_exes,
+                    const struct loader_config *loaders, size_t n_loaders, const char *cache_path,
+                    struct hash_cache *cache, bool rehash, struct closure_memo *memo,
+                    struct closure_result *out) {
+  memset(out, 0, sizeof *out);
+  memo_begin(memo);
+  int rc =
+      resolve_all(exes, roles, n_exes, loaders, n_loaders, cache_path, cache, rehash, memo, out);
+  memo_end(memo, rc == 0);
   return rc;
 }

@@ -15,6 +15,8 @@
 
 #define MAX_LINKS 40
 
+static void memo_file(struct closure_memo *memo, const struct stat *st, const uint8_t sha[32]);
+
 /* ---------------------------------------------------------------- hash cache ---- */
 
 /* Why a (device, inode, size, mtime ns, ctime ns) key is sound for a pin.
@@ -147,7 +149,8 @@ static int add_alias(struct closure_result *out, const char *link, const char *t
 
 /* Resolves an absolute path component by component, as the kernel does, recording
  * every symlink met (in any component) as an alias. `real` receives the real path. */
-int pin_walk(struct closure_result *out, const char *path, char real[PATH_MAX]) {
+int pin_walk(struct closure_result *out, struct closure_memo *memo, const char *path,
+             char real[PATH_MAX]) {
   char rest[2 * PATH_MAX], tmp[2 * PATH_MAX], cur[PATH_MAX] = "";
   size_t curlen = 0;
   int links = 0;
@@ -188,6 +191,7 @@ int pin_walk(struct closure_result *out, const char *path, char real[PATH_MAX]) 
     if (lstat(cand, &st) < 0)
       return closure_fail(out, -errno, "%s: %s", cand, strerror(errno));
     if (!S_ISLNK(st.st_mode)) {
+      memo_lstat(memo, cand, &st, NULL);
       strcpy(cur, cand);
       curlen += 1 + n;
       p += n;
@@ -200,6 +204,7 @@ int pin_walk(struct closure_result *out, const char *path, char real[PATH_MAX]) 
     if (len < 0)
       return closure_fail(out, -errno, "%s: %s", cand, strerror(errno));
     target[len] = '\0';
+    memo_lstat(memo, cand, &st, target);
     int rc = add_alias(out, cand, target);
     if (rc < 0)
       return closure_fail(out, rc, "out of memory");
@@ -261,12 +266,13 @@ done:
 
 /* Adds (or merges) a file of the result and hashes it from `fd` (whose fstat is `st`). */
 int pin_add_file(struct closure_result *out, struct hash_cache *cache, bool rehash,
-                 const char *real, int fd, const struct stat *st, enum closure_role role,
-                 size_t of) {
+                 struct closure_memo *memo, const char *real, int fd, const struct stat *st,
+                 enum closure_role role, size_t of) {
   for (size_t i = 0; i < out->n_files; i++) {
     if (strcmp(out->files[i].path, real) == 0) {
       if (role < out->files[i].role)
         out->files[i].role = role;
+      memo_file(memo, st, out->files[i].sha256);
       return 0;
     }
   }
@@ -286,6 +292,7 @@ int pin_add_file(struct closure_result *out, struct hash_cache *cache, bool reha
     if (cache)
       cache_store(cache, real, st, f.sha256, cacheable(st, ts_ns(now)));
   }
+  memo_file(memo, st, f.sha256);
   f.path = strdup(real);
   struct closure_file *nf = realloc(out->files, (out->n_files + 1) * sizeof *nf);
   if (!f.path || !nf) {
@@ -317,18 +324,397 @@ int closure_hash_files(const char *const *paths, size_t n, struct hash_cache *ca
   memset(out, 0, sizeof *out);
   for (size_t i = 0; i < n; i++) {
     char real[PATH_MAX];
-    int rc = pin_walk(out, paths[i], real);
+    int rc = pin_walk(out, NULL, paths[i], real);
     if (rc < 0)
       return rc;
     int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
       return closure_fail(out, -errno, "%s: %s", real, strerror(errno));
     struct stat st;
-    rc = fstat(fd, &st) < 0 ? closure_fail(out, -errno, "%s: %s", real, strerror(errno))
-                            : pin_add_file(out, cache, rehash, real, fd, &st, ROLE_LIBRARY, i);
+    rc = fstat(fd, &st) < 0
+             ? closure_fail(out, -errno, "%s: %s", real, strerror(errno))
+             : pin_add_file(out, cache, rehash, NULL, real, fd, &st, ROLE_LIBRARY, i);
     close(fd);
     if (rc < 0)
       return rc;
   }
   return 0;
+}
+
+/* ------------------------------------------------------------------ the memo ---- */
+
+/* Why closure_memo_holds may stand for a new closure_resolve.
+ * Besides its arguments (executables, roles, loader configurations, cache path: the
+ * caller compares those, lib/runtime.js), closure_resolve's result is a function of what
+ * the file system answers to the calls it makes: stat of /etc/ld.so.preload; open, fstat
+ * and read of the ld.so.cache; stat of the legacy hwcap subdirectories of each directory
+ * searched; for each candidate path ld.so would try, in ld.so's order: open (ENOENT,
+ * ENOTDIR, EACCES: skipped), fstat, the ELF parse of its bytes, lstat (and readlink) of
+ * every component of the path (pin_walk) and stat of the real path; and the SHA-256 of
+ * each file kept. Each of these is recorded with its answer and re-checked by repeating
+ * the equivalent call on the same path:
+ *  - the kernel resolves the whole path again on every call, from the root, through the
+ *    current mounts, directories and symlinks, so no parent is trusted: a retargeted
+ *    symlink, a renamed, created or mounted-over directory changes the answer (errno,
+ *    device, inode). That is why a lookup that found nothing (a candidate in an earlier
+ *    search directory or glibc-hwcaps subdirectory, /etc/ld.so.preload, a legacy hwcap
+ *    directory, a missing ld.so.cache) is protected by checking that stat of the same
+ *    path still fails with the same errno: a file appearing there makes it succeed. ld.so
+ *    decides a lookup by opening a full path, never by listing a directory, so no
+ *    directory's contents matter beyond those paths. (open and stat walk the path alike:
+ *    same ENOENT/ENOTDIR; an open that failed with EACCES where stat now succeeds counts
+ *    as a change, one where stat fails with EACCES fails open too.)
+ *  - an lstat'd component: the same file type; for a symlink the same readlink answer
+ *    (every alias of the result is re-read), otherwise the same device and inode.
+ *  - a stat that succeeded: the same device, inode, mode, size, mtime and ctime, so an open
+ *    reaches the same inode with the same metadata and every decision taken from metadata
+ *    (regular file, the same object as one already loaded, size, preload file empty) is
+ *    the same.
+ *  - a file whose bytes were used (each candidate parsed, so every file of the closure,
+ *    and the ld.so.cache): its stat key vouches for its bytes under the hash cache's
+ *    argument above, with the same conditions (root-owned, not group- or other-writable,
+ *    ctime and mtime CACHE_SETTLE_NS older than the clock read before the recording
+ *    began, so a change during the recording cannot keep the key). Otherwise the re-check
+ *    re-hashes it and compares with the SHA-256 recorded (as a full resolution re-hashes
+ *    it, the cache refusing such files); a parsed candidate that was not kept (another ELF
+ *    class or machine) has no hash: then the memo never holds.
+ * A path that answered twice differently during one recording, a file hashed under a key
+ * other than the one observed, or a failed allocation leaves a memo that never holds. So
+ * when every observation holds, closure_resolve run now would make the same calls, get
+ * the same answers and return the same files, hashes and aliases. The gaps are the hash
+ * cache's (root changing bytes and then the clock; a filesystem without ctime), and a
+ * change racing the re-check, which races a full resolution alike. The caller does not
+ * consult the memo when a re-hash is asked for (CONFINED_RUNTIME_REHASH=1). */
+
+enum obs_verify {
+  VERIFY_META,         /* the stat answer is all that mattered */
+  VERIFY_KEY,          /* bytes mattered; the stat key vouches for them */
+  VERIFY_HASH,         /* bytes mattered; re-hash and compare sha256 */
+  VERIFY_UNVERIFIABLE, /* bytes mattered and cannot be re-checked: never holds */
+};
+
+struct observation {
+  char *path;
+  char *target; /* lstat of a symlink: readlink's answer */
+  bool follow;  /* stat (true) or lstat (false) */
+  bool content; /* the bytes were used */
+  bool has_sha; /* sha256 holds the bytes' hash (memo_stat_bytes) */
+  enum obs_verify verify;
+  int err; /* errno of the call, 0 when it succeeded */
+  struct stat st;
+  uint8_t sha256[32];
+};
+
+/* A file hashed into the result, under the stat key it was hashed with. */
+struct memo_hashed {
+  struct stat st;
+  uint8_t sha256[32];
+};
+
+struct closure_memo {
+  struct observation *obs;
+  size_t n, cap;
+  size_t *slots; /* open addressing on (path, follow): index + 1, 0 when free */
+  size_t n_slots;
+  struct memo_hashed *files;
+  size_t n_files, cap_files;
+  int64_t now_ns; /* clock read before the first observation */
+  bool recording, broken, holds;
+};
+
+struct closure_memo *closure_memo_new(void) {
+  return calloc(1, sizeof(struct closure_memo));
+}
+
+void closure_memo_clear(struct closure_memo *memo) {
+  if (!memo)
+    return;
+  for (size_t i = 0; i < memo->n; i++) {
+    free(memo->obs[i].path);
+    free(memo->obs[i].target);
+  }
+  memo->n = 0, memo->n_files = 0;
+  if (memo->slots)
+    memset(memo->slots, 0, memo->n_slots * sizeof *memo->slots);
+  memo->recording = memo->broken = memo->holds = false;
+}
+
+void closure_memo_free(struct closure_memo *memo) {
+  if (!memo)
+    return;
+  closure_memo_clear(memo);
+  free(memo->obs);
+  free(memo->slots);
+  free(memo->files);
+  free(memo);
+}
+
+void memo_begin(struct closure_memo *memo) {
+  if (!memo)
+    return;
+  closure_memo_clear(memo);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  memo->now_ns = ts_ns(now);
+  memo->recording = true;
+}
+
+static size_t slot_hash(const char *path, bool follow) {
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+    h = (h ^ *p) * 1099511628211ULL;
+  return (size_t)(h ^ (follow ? 0x9e3779b97f4a7c15ULL : 0));
+}
+
+/* Index + 1 of the observation of (path, follow), or 0; *slot gets where it goes. */
+static size_t slot_find(const struct closure_memo *m, const char *path, bool follow, size_t *slot) {
+  size_t i = slot_hash(path, follow) & (m->n_slots - 1);
+  while (m->slots[i]) {
+    const struct observation *o = &m->obs[m->slots[i] - 1];
+    if (o->follow == follow && strcmp(o->path, path) == 0)
+      break;
+    i = (i + 1) & (m->n_slots - 1);
+  }
+  *slot = i;
+  return m->slots[i];
+}
+
+static bool slots_grow(struct closure_memo *m) {
+  size_t n = m->n_slots ? m->n_slots * 2 : 256;
+  size_t *s = calloc(n, sizeof *s);
+  if (!s)
+    return false;
+  free(m->slots);
+  m->slots = s, m->n_slots = n;
+  for (size_t k = 0; k < m->n; k++) {
+    size_t slot;
+    slot_find(m, m->obs[k].path, m->obs[k].follow, &slot);
+    m->slots[slot] = k + 1;
+  }
+  return true;
+}
+
+static bool same_stat(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_mode == b->st_mode &&
+         a->st_size == b->st_size && ts_ns(a->st_mtim) == ts_ns(b->st_mtim) &&
+         ts_ns(a->st_ctim) == ts_ns(b->st_ctim);
+}
+
+static bool same_answer(const struct observation *o, int err, const struct stat *st,
+                        const char *target) {
+  if (o->err != err)
+    return false;
+  if (err)
+    return true;
+  if (o->follow)
+    return same_stat(&o->st, st);
+  if ((o->st.st_mode & S_IFMT) != (st->st_mode & S_IFMT))
+    return false;
+  if (S_ISLNK(st->st_mode))
+    return o->target && target && strcmp(o->target, target) == 0;
+  return o->st.st_dev == st->st_dev && o->st.st_ino == st->st_ino;
+}
+
+/* Records one answer; the same question answered again must get the same answer. */
+static struct observation *memo_add(struct closure_memo *m, const char *path, bool follow,
+                                    const struct stat *st, int err, const char *target) {
+  if (!m || !m->recording || m->broken)
+    return NULL;
+  if ((m->n + 1) * 2 > m->n_slots && !slots_grow(m)) {
+    m->broken = true;
+    return NULL;
+  }
+  size_t slot, at = slot_find(m, path, follow, &slot);
+  if (at) {
+    struct observation *o = &m->obs[at - 1];
+    if (!same_answer(o, err, st, target)) {
+      m->broken = true;
+      return NULL;
+    }
+    return o;
+  }
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    struct observation *no = realloc(m->obs, cap * sizeof *no);
+    if (!no) {
+      m->broken = true;
+      return NULL;
+    }
+    m->obs = no, m->cap = cap;
+  }
+  struct observation *o = &m->obs[m->n];
+  memset(o, 0, sizeof *o);
+  o->follow = follow, o->err = err;
+  if (st)
+    o->st = *st;
+  o->path = strdup(path);
+  o->target = target ? strdup(target) : NULL;
+  if (!o->path || (target && !o->target)) {
+    free(o->path);
+    free(o->target);
+    m->broken = true;
+    return NULL;
+  }
+  m->slots[slot] = ++m->n;
+  return o;
+}
+
+void memo_stat(struct closure_memo *memo, const char *path, const struct stat *st, int err,
+               bool content) {
+  struct observation *o = memo_add(memo, path, true, st, st ? 0 : err, NULL);
+  if (o && content)
+    o->content = true;
+}
+
+void memo_stat_bytes(struct closure_memo *memo, const char *path, const struct stat *st,
+                     const uint8_t *buf, size_t len) {
+  struct observation *o = memo_add(memo, path, true, st, 0, NULL);
+  if (!o)
+    return;
+  o->content = true;
+  if (cacheable(st, memo->now_ns))
+    return;
+  unsigned int n = 0;
+  if (EVP_Digest(buf, len, o->sha256, &n, EVP_sha256(), NULL) != 1 || n != 32)
+    memo->broken = true;
+  else
+    o->has_sha = true;
+}
+
+void memo_lstat(struct closure_memo *memo, const char *path, const struct stat *st,
+                const char *target) {
+  memo_add(memo, path, false, st, 0, target);
+}
+
+static bool same_file_key(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         ts_ns(a->st_mtim) == ts_ns(b->st_mtim) && ts_ns(a->st_ctim) == ts_ns(b->st_ctim);
+}
+
+static struct memo_hashed *hashed_find(struct closure_memo *m, const struct stat *st) {
+  for (size_t i = 0; i < m->n_files; i++)
+    if (m->files[i].st.st_dev == st->st_dev && m->files[i].st.st_ino == st->st_ino)
+      return &m->files[i];
+  return NULL;
+}
+
+/* A file of the result with its hash; the same inode must always come with the same key
+ * and hash (a file merged into an entry hashed under another key breaks the memo). */
+static void memo_file(struct closure_memo *memo, const struct stat *st, const uint8_t sha[32]) {
+  if (!memo || !memo->recording || memo->broken)
+    return;
+  struct memo_hashed *h = hashed_find(memo, st);
+  if (h) {
+    if (!same_file_key(&h->st, st) || memcmp(h->sha256, sha, 32) != 0)
+      memo->broken = true;
+    return;
+  }
+  if (memo->n_files == memo->cap_files) {
+    size_t cap = memo->cap_files ? memo->cap_files * 2 : 32;
+    struct memo_hashed *nf = realloc(memo->files, cap * sizeof *nf);
+    if (!nf) {
+      memo->broken = true;
+      return;
+    }
+    memo->files = nf, memo->cap_files = cap;
+  }
+  h = &memo->files[memo->n_files++];
+  h->st = *st;
+  memcpy(h->sha256, sha, 32);
+}
+
+void memo_end(struct closure_memo *memo, bool ok) {
+  if (!memo || !memo->recording)
+    return;
+  memo->recording = false;
+  if (!ok || memo->broken) {
+    closure_memo_clear(memo);
+    return;
+  }
+  for (size_t i = 0; i < memo->n; i++) {
+    struct observation *o = &memo->obs[i];
+    if (!o->content || o->err) {
+      o->verify = VERIFY_META;
+      continue;
+    }
+    struct memo_hashed *h = hashed_find(memo, &o->st);
+    if (h && !same_file_key(&h->st, &o->st)) {
+      closure_memo_clear(memo); /* parsed under one key, hashed under another */
+      return;
+    }
+    if (cacheable(&o->st, memo->now_ns)) {
+      o->verify = VERIFY_KEY;
+    } else if (h) {
+      memcpy(o->sha256, h->sha256, 32);
+      o->verify = VERIFY_HASH;
+    } else {
+      o->verify = o->has_sha ? VERIFY_HASH : VERIFY_UNVERIFIABLE;
+    }
+  }
+  memo->holds = true;
+}
+
+__attribute__((format(printf, 3, 4))) static int changed(char *why, size_t len, const char *fmt,
+                                                         ...) {
+  if (why && len) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+  }
+  return 0;
+}
+
+/* Re-hashes a file whose key cannot vouch for its bytes; true when it has the recorded
+ * key and hash. It is then trusted by key from now on if it has become cacheable. */
+static bool rehash_holds(struct observation *o, int64_t now_ns) {
+  int fd = open(o->path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  struct stat st;
+  uint8_t sha[32];
+  struct closure_result scratch;
+  memset(&scratch, 0, sizeof scratch);
+  bool ok = fstat(fd, &st) == 0 && same_stat(&o->st, &st) &&
+            hash_fd(&scratch, fd, o->path, &st, sha) == 0 && memcmp(sha, o->sha256, 32) == 0;
+  close(fd);
+  if (ok && cacheable(&st, now_ns))
+    o->verify = VERIFY_KEY;
+  return ok;
+}
+
+int closure_memo_holds(struct closure_memo *memo, char *why, size_t why_len) {
+  if (!memo || !memo->holds)
+    return changed(why, why_len, "nothing recorded");
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  char target[PATH_MAX];
+  for (size_t i = 0; i < memo->n; i++) {
+    struct observation *o = &memo->obs[i];
+    struct stat st;
+    int err = (o->follow ? stat(o->path, &st) : lstat(o->path, &st)) < 0 ? errno : 0;
+    const char *t = NULL;
+    if (!err && !o->follow && S_ISLNK(st.st_mode)) {
+      ssize_t len = readlink(o->path, target, sizeof target - 1);
+      if (len < 0)
+        return changed(why, why_len, "%s: %s", o->path, strerror(errno));
+      target[len] = '\0';
+      t = target;
+    }
+    if (!same_answer(o, err, &st, t))
+      return changed(why, why_len, "%s: %s %s", o->path, o->follow ? "stat" : "lstat",
+                     err ? strerror(err) : "changed");
+    switch (o->verify) {
+    case VERIFY_META:
+    case VERIFY_KEY:
+      break;
+    case VERIFY_HASH:
+      if (!rehash_holds(o, ts_ns(now)))
+        return changed(why, why_len, "%s: contents changed", o->path);
+      break;
+    case VERIFY_UNVERIFIABLE:
+      return changed(why, why_len, "%s: contents cannot be re-checked", o->path);
+    }
+  }
+  return 1;
 }

@@ -1,7 +1,7 @@
 /* Glue for the runtime pin: ELF and ld.so.cache readers (for tests and diagnostics),
  * the closure of executables with their hashes, and file hashing with the same cache.
- * The hash cache lives as long as the environment (a per-instance object passed to the
- * functions as their data; freed by an environment cleanup hook). */
+ * The hash cache and the closure memo live as long as the environment (a per-instance
+ * object passed to the functions as their data; freed by an environment cleanup hook). */
 #include "addon.h"
 #include "elf.h"
 #include "ldcache.h"
@@ -234,6 +234,14 @@ out:
 #ifdef __linux__
 static const char *const role_names[] = {"node", "launcher", "interpreter", "library"};
 
+/* Per environment: the hash cache, and the observations of the last recorded closure. */
+struct runtime_env {
+  struct hash_cache *cache;
+  struct closure_memo *memo;
+  uint32_t generation; /* of the recording in memo; 0 when there is none */
+  uint32_t recordings;
+};
+
 static napi_value result_to_js(napi_env env, const struct closure_result *r) {
   napi_value o, files, aliases;
   NAPI_CALL(env, napi_create_object(env, &o));
@@ -347,30 +355,45 @@ static bool get_loaders(napi_env env, napi_value arr, struct loader_config **out
   return true;
 }
 
-/* runtimeClosure(paths: string[], roles: string[], loaders, cachePath, rehash)
- *   -> { files: [{ path, size, sha256, role, of, cached }], aliases: [{ link, target }] }
- * Throws an Error with code 'runtime-unavailable' and the reason on any failure. */
+/* runtimeClosure(paths: string[], roles: string[], loaders, cachePath, rehash, record?)
+ *   -> { files: [{ path, size, sha256, role, of, cached }], aliases: [{ link, target }],
+ *        memo }
+ * With record === true, what the resolution observed replaces the memo, and `memo` is
+ * its generation (a positive number) for runtimeMemoChanged; otherwise `memo` is 0 and
+ * the memo is left alone. Throws an Error with code 'runtime-unavailable' and the reason
+ * on any failure (a recording then holds nothing). */
 static napi_value js_runtime_closure(napi_env env, napi_callback_info cbinfo) {
-  napi_value argv[5], res = NULL;
-  size_t argc = 5;
+  napi_value argv[6], res = NULL, undef;
+  size_t argc = 6;
   void *data = NULL;
   char **paths = NULL, **roles = NULL, *cache_path = NULL;
   size_t n_paths = 0, n_roles = 0, n_loaders = 0;
   struct loader_config *loaders = NULL;
   enum closure_role *rv = NULL;
-  bool rehash = false;
+  bool rehash = false, record = false;
   struct closure_result r = {0};
   NAPI_CALL(env, napi_get_cb_info(env, cbinfo, &argc, argv, NULL, &data));
+  struct runtime_env *renv = data;
   if (argc < 5) {
     confined_throw_type_error(env, "runtimeClosure: missing arguments");
     return NULL;
   }
+  NAPI_CALL(env, napi_get_undefined(env, &undef));
+  if (argc < 6)
+    argv[5] = undef;
+  napi_valuetype rt;
+  NAPI_CALL(env, napi_typeof(env, argv[5], &rt));
   if (!get_string_array(env, argv[0], "paths", &paths, &n_paths) ||
       !get_string_array(env, argv[1], "roles", &roles, &n_roles) ||
       !get_loaders(env, argv[2], &loaders, &n_loaders) ||
       !confined_get_string(env, argv[3], "cachePath", &cache_path, NULL) ||
       !get_bool(env, argv[4], &rehash))
     goto out;
+  if (rt != napi_undefined &&
+      (rt != napi_boolean || napi_get_value_bool(env, argv[5], &record) != napi_ok)) {
+    confined_throw_type_error(env, "record must be a boolean");
+    goto out;
+  }
   if (n_roles != n_paths || !(rv = calloc(n_paths + 1, sizeof *rv))) {
     confined_throw_type_error(env, "runtimeClosure: one role per path");
     goto out;
@@ -385,12 +408,21 @@ static napi_value js_runtime_closure(napi_env env, napi_callback_info cbinfo) {
       goto out;
     }
   }
+  if (record)
+    renv->generation = 0;
   int rc = closure_resolve((const char *const *)paths, rv, n_paths, loaders, n_loaders, cache_path,
-                           data, rehash, &r);
-  if (rc < 0)
+                           renv->cache, rehash, record ? renv->memo : NULL, &r);
+  if (rc < 0) {
     throw_code(env, "runtime-unavailable", r.error);
-  else
-    res = result_to_js(env, &r);
+    goto out;
+  }
+  if (record && ++renv->recordings == 0) /* never 0, which means "none" */
+    renv->recordings = 1;
+  if (record)
+    renv->generation = renv->recordings;
+  res = result_to_js(env, &r);
+  if (res && !confined_set_int64(env, res, "memo", record ? renv->generation : 0))
+    res = NULL;
 out:
   closure_result_free(&r);
   free(rv);
@@ -417,7 +449,8 @@ static napi_value js_hash_files(napi_env env, napi_callback_info cbinfo) {
   }
   if (!get_string_array(env, argv[0], "paths", &paths, &n) || !get_bool(env, argv[1], &rehash))
     goto out;
-  if (closure_hash_files((const char *const *)paths, n, data, rehash, &r) < 0)
+  struct runtime_env *renv = data;
+  if (closure_hash_files((const char *const *)paths, n, renv->cache, rehash, &r) < 0)
     throw_code(env, "runtime-unavailable", r.error);
   else
     res = result_to_js(env, &r);
@@ -427,8 +460,39 @@ out:
   return res;
 }
 
-static void free_cache(void *arg) {
-  hash_cache_free(arg);
+/* runtimeMemoChanged(generation: number) -> null when the recording `generation` (from
+ * runtimeClosure's `memo`) is the current one and every observation in it still holds,
+ * so that runtimeClosure with the same arguments would return the same files, hashes and
+ * aliases (see closure_memo_holds); otherwise a string saying what changed, and the
+ * recording is dropped. */
+static napi_value js_runtime_memo_changed(napi_env env, napi_callback_info cbinfo) {
+  napi_value argv[1], res;
+  size_t argc = 1;
+  void *data = NULL;
+  int64_t generation;
+  NAPI_CALL(env, napi_get_cb_info(env, cbinfo, &argc, argv, NULL, &data));
+  struct runtime_env *renv = data;
+  if (argc < 1 || !confined_get_int64(env, argv[0], "generation", &generation))
+    return argc < 1 ? confined_throw_type_error(env, "runtimeMemoChanged: missing generation")
+                    : NULL;
+  char why[1200];
+  if (renv->generation == 0 || generation != (int64_t)renv->generation)
+    snprintf(why, sizeof why, "no recording %lld", (long long)generation);
+  else if (closure_memo_holds(renv->memo, why, sizeof why) == 1) {
+    NAPI_CALL(env, napi_get_null(env, &res));
+    return res;
+  } else {
+    closure_memo_clear(renv->memo);
+    renv->generation = 0;
+  }
+  return confined_make_string(env, why);
+}
+
+static void free_runtime_env(void *arg) {
+  struct runtime_env *renv = arg;
+  hash_cache_free(renv->cache);
+  closure_memo_free(renv->memo);
+  free(renv);
 }
 
 static bool export_with(napi_env env, napi_value exports, const char *name, napi_callback fn,
@@ -449,19 +513,27 @@ bool confined_runtime_init(napi_env env, napi_value exports) {
       !confined_export(env, exports, "ldcacheLookup", js_ldcache_lookup))
     return false;
 #ifdef __linux__
-  /* One hash cache per environment (main thread or worker), shared by both functions. */
-  struct hash_cache *cache = hash_cache_new();
-  if (!cache) {
+  /* One hash cache and one closure memo per environment (main thread or worker), shared
+   * by the functions below. */
+  struct runtime_env *renv = calloc(1, sizeof *renv);
+  if (renv) {
+    renv->cache = hash_cache_new();
+    renv->memo = closure_memo_new();
+  }
+  if (!renv || !renv->cache || !renv->memo) {
+    if (renv)
+      free_runtime_env(renv);
     throw_code(env, "ENOMEM", "out of memory");
     return false;
   }
-  if (napi_add_env_cleanup_hook(env, free_cache, cache) != napi_ok) {
-    hash_cache_free(cache);
+  if (napi_add_env_cleanup_hook(env, free_runtime_env, renv) != napi_ok) {
+    free_runtime_env(renv);
     confined_throw_last_error(env, "napi_add_env_cleanup_hook");
     return false;
   }
-  if (!export_with(env, exports, "runtimeClosure", js_runtime_closure, cache) ||
-      !export_with(env, exports, "hashFiles", js_hash_files, cache) ||
+  if (!export_with(env, exports, "runtimeClosure", js_runtime_closure, renv) ||
+      !export_with(env, exports, "runtimeMemoChanged", js_runtime_memo_changed, renv) ||
+      !export_with(env, exports, "hashFiles", js_hash_files, renv) ||
       !confined_set_int64(env, exports, "ldcacheHostFlags",
 #if defined(__x86_64__)
                           LDCACHE_FLAG_X8664_LIB64 | LDCACHE_FLAG_ELF_LIBC6

@@ -1,6 +1,7 @@
 // describeRuntime(): closure equals ldd's, deep freezing, aliases, the pinning code
-// noticing every byte change (on copies, never on system files), the ELF and
-// ld.so.cache parsers on hand-built bytes, and timings.
+// noticing every byte change (on copies, never on system files), the memo noticing every
+// change of a closure on the very next call (on fixtures), the ELF and ld.so.cache
+// parsers on hand-built bytes, and timings.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -33,6 +34,7 @@ import { hostLaunchers, hostProblem } from '../lib/host.js';
 import { helperPath, native } from '../lib/native.js';
 import {
   buildIdentity,
+  closureIdentity,
   describeRuntime,
   hashFiles,
   loaderConfig,
@@ -350,6 +352,250 @@ test('DT_RUNPATH/DT_RPATH with $ORIGIN and symlinked directories resolve as ldd 
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+// The memo (closureIdentity, native closure_memo_holds) on a closure of fixtures:
+//   dir/m       NEEDED liba.so.1, DT_RUNPATH $ORIGIN/first:$ORIGIN/lib
+//   dir/first/  empty: searched before lib/
+//   dir/lib/liba.so.1 -> liba.so.1.0 (an alias), dir/lib/liba.so.1.0 (soname liba.so.1)
+//   dir/q       NEEDED libq.so.1, no search path: found through dir/ld.so.cache (a cache
+//               built here; /etc/ld.so.cache is never written), c1/ or c2/libq.so.1
+// Each change must be noticed by the very next call; before it (the control) the memo
+// serves the call (the very same frozen identity) and the digest equals the pin.
+test('the memo notices every change of the closure on the very next call', {
+  skip: skip || (!hasGcc && 'gcc is not installed (needed to build the fixtures)'),
+  timeout: 120000,
+}, async (t) => {
+  const dir = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'confined-memo-')));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const settle = () => new Promise((r) => setTimeout(r, 2200)); // the cache's settle time
+  const interp = native.elfInfoFile(realpathSync(process.execPath)).interp;
+  const { hwcaps } = loaderConfig(interp);
+  for (const d of ['first', 'lib', 'c1', 'c2']) mkdirSync(path.join(dir, d));
+  writeFileSync(path.join(dir, 'a.c'), 'int a(void){return 1;}\n');
+  writeFileSync(path.join(dir, 'q.c'), 'int q(void){return 3;}\n');
+  writeFileSync(path.join(dir, 'm.c'), 'int a(void); int main(void){return a();}\n');
+  writeFileSync(path.join(dir, 'mq.c'), 'int q(void); int main(void){return q();}\n');
+  const cc = (...args) => execFileSync('gcc', args, { cwd: dir, stdio: 'pipe' });
+  cc('-shared', '-fPIC', '-o', 'lib/liba.so.1.0', 'a.c', '-Wl,-soname,liba.so.1');
+  symlinkSync('liba.so.1.0', path.join(dir, 'lib', 'liba.so.1'));
+  cc('-o', 'm', 'm.c', 'lib/liba.so.1.0', '-Wl,--enable-new-dtags,-rpath,$ORIGIN/first:$ORIGIN/lib');
+  cc('-shared', '-fPIC', '-o', 'c1/libq.so.1', 'q.c', '-Wl,-soname,libq.so.1');
+  copyFileSync(path.join(dir, 'c1', 'libq.so.1'), path.join(dir, 'c2', 'libq.so.1'));
+  cc('-o', 'q', 'mq.c', 'c1/libq.so.1');
+  const cachePath = path.join(dir, 'ld.so.cache');
+  const cacheTo = (sub) =>
+    buildLdCache([{ key: 'libq.so.1', value: path.join(dir, sub, 'libq.so.1'), flags: native.ldcacheHostFlags }]);
+  writeFileSync(cachePath, cacheTo('c1'));
+  const liba = path.join(dir, 'lib', 'liba.so.1.0');
+  const stamp = Math.floor(Date.now() / 1000) - 100; // whole seconds: utimes restores mtime exactly
+  for (const f of [cachePath, liba]) utimesSync(f, stamp, stamp);
+  const facts = { platform: 'linux', arch: process.arch, node: { path: 'n', version: 'v' }, os: describeRuntime().os };
+  const describe = (exe, options) => closureIdentity([path.join(dir, exe)], ['launcher'], facts, { cachePath, ...options });
+  const paths = (id) => id.files.map((f) => f.path);
+
+  /** The control: served by the memo, equal to the pin (and to a full re-hash). */
+  const control = (exe, pin) => {
+    const before = describe(exe);
+    assert.equal(before.digest, pin, 'before the change the digest equals the pin');
+    assert.equal(describe(exe), before, 'the memo serves the call before the change');
+    return before;
+  };
+  /** The very next call after a change. */
+  const changed = (exe, pin, before, what) => {
+    const after = describe(exe);
+    assert.notEqual(after, before, `${what}: not served by the memo`);
+    assert.notEqual(after.digest, pin, `${what}: the digest changed on the very next call`);
+    return after;
+  };
+
+  await settle(); // every file is now old enough for its stat key to vouch for its bytes
+  const pinM = describe('m', { rehash: true }).digest;
+  const pinQ = describe('q', { rehash: true }).digest;
+  assert.deepEqual(paths(describe('q')).filter((p) => p.startsWith(dir)), [path.join(dir, 'c1', 'libq.so.1'), path.join(dir, 'q')]);
+  assert.ok(paths(describe('m')).includes(liba));
+
+  await t.test('one byte changed, same size and mtime (only ctime tells)', async () => {
+    for (const when of ['settled', 'just changed']) {
+      // 'just changed': the file was written < 2 s ago, so the memo re-hashes it.
+      const before = control('m', pinM);
+      const st0 = statSync(liba, { bigint: true });
+      const fd = openSync(liba, 'r+');
+      const pos = Math.floor(Number(st0.size) / 2);
+      const b = Buffer.alloc(1);
+      readSync(fd, b, 0, 1, pos);
+      writeSync(fd, Buffer.from([b[0] ^ 0x01]), 0, 1, pos);
+      closeSync(fd);
+      utimesSync(liba, stamp, stamp);
+      const st1 = statSync(liba, { bigint: true });
+      assert.equal(st1.size, st0.size);
+      assert.equal(st1.mtimeNs, st0.mtimeNs, 'mtime restored');
+      assert.notEqual(st1.ctimeNs, st0.ctimeNs, 'only ctime tells');
+      const after = changed('m', pinM, before, `${when}: one byte`);
+      assert.equal(after.files.find((f) => f.path === liba).sha256, sha256(readFileSync(liba)));
+      const fd2 = openSync(liba, 'r+');
+      writeSync(fd2, b, 0, 1, pos);
+      closeSync(fd2);
+      utimesSync(liba, stamp, stamp);
+      assert.equal(describe('m').digest, pinM, `${when}: the byte put back gives the pin again`);
+    }
+    await settle();
+  });
+
+  await t.test('a library appearing earlier in the search order (search path, hwcaps subdirectory)', async () => {
+    const hw = hwcaps.at(-1);
+    const earlier = [path.join(dir, 'first', 'liba.so.1')];
+    if (hw) earlier.push(path.join(dir, 'lib', 'glibc-hwcaps', hw, 'liba.so.1'));
+    else t.diagnostic('this ld.so searches no glibc-hwcaps subdirectory: that case is not run');
+    for (const p of earlier) {
+      mkdirSync(path.dirname(p), { recursive: true });
+      const before = control('m', pinM); // an empty directory appearing changes nothing
+      copyFileSync(liba, p); // the same bytes: only where the name resolves changes
+      const after = changed('m', pinM, before, p);
+      assert.ok(paths(after).includes(p), `${p} is in the closure`);
+      assert.ok(!paths(after).includes(liba), `${liba} no longer is`);
+      rmSync(p);
+      assert.equal(describe('m').digest, pinM, 'removed: the pin again');
+    }
+  });
+
+  await t.test('an alias symlink retargeted', () => {
+    const link = path.join(dir, 'lib', 'liba.so.1');
+    const other = path.join(dir, 'lib', 'liba.so.1.1');
+    copyFileSync(liba, other); // same bytes, another name
+    const before = control('m', pinM);
+    assert.ok(before.aliases.some((a) => a.link === link && a.target === 'liba.so.1.0'));
+    symlinkSync('liba.so.1.1', `${link}.new`);
+    renameSync(`${link}.new`, link);
+    const after = changed('m', pinM, before, 'retargeted alias');
+    assert.ok(after.aliases.some((a) => a.link === link && a.target === 'liba.so.1.1'));
+    assert.ok(paths(after).includes(other));
+    symlinkSync('liba.so.1.0', `${link}.new`);
+    renameSync(`${link}.new`, link);
+    assert.equal(describe('m').digest, pinM, 'pointed back: the pin again');
+    // Another spelling of the same target: the same file, only the alias differs.
+    const again = control('m', pinM);
+    symlinkSync('./liba.so.1.0', `${link}.new`);
+    renameSync(`${link}.new`, link);
+    const respelt = changed('m', pinM, again, 'alias respelt');
+    assert.deepEqual(paths(respelt), paths(again));
+    assert.ok(respelt.aliases.some((a) => a.link === link && a.target === './liba.so.1.0'));
+    symlinkSync('liba.so.1.0', `${link}.new`);
+    renameSync(`${link}.new`, link);
+    assert.equal(describe('m').digest, pinM);
+  });
+
+  await t.test('the ld.so.cache changed in place (same size and mtime) or replaced', () => {
+    const before = control('q', pinQ);
+    const st0 = statSync(cachePath, { bigint: true });
+    const fd = openSync(cachePath, 'r+');
+    const bytes = readFileSync(cachePath);
+    const at = bytes.indexOf(Buffer.from('/c1/libq.so.1'));
+    assert.ok(at > 0);
+    writeSync(fd, Buffer.from('2'), 0, 1, at + 2); // c1 -> c2, same length
+    closeSync(fd);
+    utimesSync(cachePath, stamp, stamp);
+    assert.equal(statSync(cachePath, { bigint: true }).size, st0.size);
+    assert.deepEqual(readFileSync(cachePath), cacheTo('c2'));
+    const after = changed('q', pinQ, before, 'ld.so.cache edited in place');
+    assert.ok(paths(after).includes(path.join(dir, 'c2', 'libq.so.1')));
+    // Replaced by rename (a new inode) back to c1: noticed again.
+    writeFileSync(`${cachePath}.new`, cacheTo('c1'));
+    utimesSync(`${cachePath}.new`, stamp, stamp);
+    renameSync(`${cachePath}.new`, cachePath);
+    assert.equal(describe('q').digest, pinQ, 'the cache replaced by the original: the pin again');
+    // The cache disappearing: q then cannot be loaded (c1 is in no searched directory).
+    renameSync(cachePath, `${cachePath}.away`);
+    assert.throws(() => describe('q'), (err) => err.code === 'runtime-unavailable' && /libq\.so\.1' not found/.test(err.message));
+    renameSync(`${cachePath}.away`, cachePath);
+    assert.equal(describe('q').digest, pinQ);
+  });
+
+  await t.test('rehash bypasses the memo', () => {
+    const before = control('m', pinM);
+    const fresh = describe('m', { rehash: true });
+    assert.notEqual(fresh, before);
+    assert.equal(fresh.digest, pinM);
+  });
+});
+
+// /etc/ld.so.preload and /etc/ld.so.cache are fixed paths: they are changed only inside a
+// private mount namespace, on an overlay over /etc (the real /etc is never written), by
+// a child node that pins the runtime there first.
+test('the memo notices /etc/ld.so.preload appearing and /etc/ld.so.cache replaced (private mount namespace)', {
+  skip:
+    skip ||
+    (process.getuid() !== 0 && 'needs root: a private mount namespace with an overlay on /etc') ||
+    (spawnSync('unshare', ['--version']).status !== 0 && 'unshare(1) is not installed'),
+  timeout: 60000,
+}, (t) => {
+  const runtimeJs = new URL('../lib/runtime.js', import.meta.url).href;
+  const libc = describeRuntime().files.find((f) => /\/libc\.so\.6$/.test(f.path)).path;
+  const script = `
+    import { copyFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+    import { describeRuntime, verifyRuntime } from ${JSON.stringify(runtimeJs)};
+    const out = [];
+    const step = (name, pin) => {
+      const a = describeRuntime();
+      const served = describeRuntime() === a;
+      out.push({ name, control: a.digest === pin && served });
+      return a;
+    };
+    const pin = describeRuntime().digest;
+    step('start', pin);
+    writeFileSync('/etc/ld.so.preload', ''); // empty: allowed, the same runtime
+    const e = describeRuntime();
+    out.push({ name: 'empty preload', same: e.digest === pin });
+    step('empty preload', pin);
+    writeFileSync('/etc/ld.so.preload', ${JSON.stringify(libc + '\n')});
+    const v = verifyRuntime(pin);
+    out.push({ name: 'preload', ok: v.ok, problem: v.problem });
+    rmSync('/etc/ld.so.preload');
+    out.push({ name: 'preload removed', ok: verifyRuntime(pin).ok });
+    const b = step('before cache', pin);
+    // The same bytes under a new inode: noticed (the stat answer changed), same digest.
+    copyFileSync('/etc/ld.so.cache', '/etc/ld.so.cache.new');
+    renameSync('/etc/ld.so.cache.new', '/etc/ld.so.cache');
+    const c = describeRuntime();
+    out.push({ name: 'cache replaced', same: c.digest === pin, fresh: c !== b });
+    // No cache at all: the libraries come from the system directories (same files here).
+    rmSync('/etc/ld.so.cache');
+    const n = describeRuntime();
+    out.push({ name: 'cache removed', fresh: n !== c });
+    console.log(JSON.stringify(out));
+  `;
+  const up = mkdtempSync(path.join(os.tmpdir(), 'confined-etc-'));
+  try {
+    const sh = [
+      'set -e',
+      `mount -t tmpfs none "${up}"`,
+      `mkdir "${up}/u" "${up}/w"`,
+      `mount -t overlay overlay -o "lowerdir=/etc,upperdir=${up}/u,workdir=${up}/w" /etc`,
+      'exec "$0" --input-type=module -e "$1"',
+    ].join('\n');
+    const r = spawnSync('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', sh, process.execPath, script], {
+      encoding: 'utf8',
+      timeout: 50000,
+    });
+    if (r.status !== 0 && /mount|unshare/.test(r.stderr) && !/runtime/.test(r.stderr)) {
+      t.skip(`no private mount namespace with an overlay on /etc here: ${r.stderr.trim().split('\n').pop()}`);
+      return;
+    }
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop());
+    const at = (name) => out.find((o) => o.name === name && !('control' in o)) ?? assert.fail(name);
+    for (const o of out.filter((x) => 'control' in x)) assert.equal(o.control, true, `control (${o.name}): memo serves the pin`);
+    assert.equal(at('empty preload').same, true);
+    assert.equal(at('preload').ok, false, 'a non-empty /etc/ld.so.preload is noticed on the very next call');
+    assert.match(at('preload').problem, /ld\.so\.preload exists/);
+    assert.equal(at('preload removed').ok, true);
+    assert.equal(at('cache replaced').fresh, true, 'a replaced /etc/ld.so.cache is noticed');
+    assert.equal(at('cache replaced').same, true, 'the same bytes: the same runtime');
+    assert.equal(at('cache removed').fresh, true, 'a removed /etc/ld.so.cache is noticed');
+  } finally {
+    rmSync(up, { recursive: true, force: true });
+  }
+  assert.equal(existsSync('/etc/ld.so.preload'), false, 'the real /etc was not written');
 });
 
 test('ld.so --help parsing gives the search path this ld.so prints', { skip }, () => {
