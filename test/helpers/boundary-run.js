@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { EXECUTOR_CHANNEL } from '../../lib/constants.js';
 import { ConfinedExecutor } from '../../lib/executor.js';
 import { confinedProfile, toolPaths } from '../../lib/profile.js';
+import { stageIndex } from './executor-fixture.js';
 import { describeRuntime } from '../../lib/runtime.js';
 import { snapshotDigest } from '../../lib/snapshot.js';
 import { allowAllFilter, withPatchedProfile } from '../../lib/testing.js';
@@ -70,8 +71,8 @@ export const MUTATIONS = {
   gate: {
     pairOnly: true,
     argv: (argv) => {
-      const i = argv.lastIndexOf(toolPaths().stage);
-      if (i < 0 || argv[i + 6] !== 'gate') throw new Error('no gating stage in the bwrap argv');
+      const i = stageIndex(argv, toolPaths().stage);
+      if (argv[i + 6] !== 'gate') throw new Error('no gating stage in the bwrap argv');
       const copy = [...argv];
       copy[i + 7] = '/nonexistent-canary';
       copy[i + 8] = '/nonexistent-host-tool';
