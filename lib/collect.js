@@ -135,12 +135,9 @@ export function collect(proc, { request, signal, startedAt, hooks }) {
       stopped = reason;
       stoppedAt = performance.now();
       proc.closeStdin();
-      // Sent once the sandbox is armed (lib/launch.js KILL_DEFER_MS explains why).
-      proc.requestKill((sent) => {
-        if (settled) return;
-        killSent = sent || killSent;
-        killTimer = setTimeout(() => settle(), KILL_CONFIRM_MS);
-      });
+      // The launcher's death ends every process of the run (its pid namespace), at any moment.
+      killSent = proc.kill();
+      killTimer = setTimeout(() => settle(), KILL_CONFIRM_MS);
     };
 
     const timeout = setTimeout(() => stop('timeout'), request.timeoutMs);

@@ -497,12 +497,9 @@ function launch(opts, host, posture, asRoot, egress) {
     if (proc.reaped || programExited) return; // the exit was seen first
     stopped = reason;
     proc.closeStdin();
-    // Sent once the sandbox is armed (lib/launch.js KILL_DEFER_MS explains why).
-    proc.requestKill((sent) => {
-      if (settled) return;
-      killSent = sent || killSent;
-      timers.push(setTimeout(settle, KILL_CONFIRM_MS));
-    });
+    // The launcher's death ends every process of the run (its pid namespace), at any moment.
+    killSent = proc.kill();
+    timers.push(setTimeout(settle, KILL_CONFIRM_MS));
   }
 
   function settle() {

@@ -1,6 +1,6 @@
 // The one process lifecycle of the Linux backend, shared by the executor and the command
 // runner: pipes, the staged spawn of bwrap (native/spawn_linux.c), exit through a pidfd, and
-// SIGKILL only while the launcher is unreaped.
+// SIGKILL only while the launcher is unreaped (the launcher is pid 1 of the run's pid namespace).
 //
 // The launcher gets exactly six descriptors (native/exe/stage.c documents them):
 //   0 stdin (read end; the host keeps the write end), 1 stdout, 2 stderr,
@@ -108,23 +108,9 @@ export function spawnLauncher(plan) {
   }
 }
 
-/**
- * How long a kill requested before the sandbox is armed waits for it. bwrap's sandbox process
- * arms its parent-death signal only after bwrap cloned it: SIGKILL to bwrap in that window
- * leaves the sandbox running (measured: a timeout of 1 ms leaked a live sandbox in 1 of 5
- * runs). The stage's first bytes on the control channel prove it is armed; this bound only
- * limits the wait for a launcher that never gets there (its pipes then stay open, and the run
- * is reported unresolved, never clean).
- */
-export const KILL_DEFER_MS = 1000;
-
 class LauncherProcess {
   #handle;
   #stdin;
-  #armed = false;
-  #killRequest = null;
-  #killAttempted = false;
-  #deferTimer = null;
   constructor(handle, { stdin, stdout, stderr, control, status }) {
     this.#handle = handle;
     this.#stdin = stdin;
@@ -135,9 +121,6 @@ class LauncherProcess {
     this.status = status;
     this.reaped = false;
     this.exit = null;
-    const arm = () => this.#arm();
-    control.once('data', arm);
-    control.once('end', arm);
   }
 
   /** Calls cb({ code, signal, utimeUs, stimeUs, maxRssKiB }) once the launcher was reaped. */
@@ -145,37 +128,15 @@ class LauncherProcess {
     native.watch(this.#handle, (exit) => {
       this.reaped = true;
       this.exit = exit;
-      clearTimeout(this.#deferTimer);
       cb(exit);
     });
   }
 
   /**
-   * Requests SIGKILL of the whole sandbox (the bwrap monitor's death kills its pid namespace):
-   * sent at once when the sandbox is armed, else as soon as it arms, else after KILL_DEFER_MS.
-   * cb(sent) runs once, when the kill was attempted. Later requests are ignored.
+   * SIGKILL through the pidfd; false once reaped (the pid is never a target then). The launcher
+   * is pid 1 of the run's pid namespace, so its death ends the whole sandbox, at any moment of
+   * bwrap's start (native/spawn_linux.c).
    */
-  requestKill(cb = () => {}) {
-    if (this.#killRequest) return;
-    this.#killRequest = cb;
-    if (this.#armed) this.#killNow();
-    else this.#deferTimer = setTimeout(() => this.#killNow(), KILL_DEFER_MS);
-  }
-
-  #arm() {
-    if (this.#armed) return;
-    this.#armed = true;
-    if (this.#killRequest) this.#killNow();
-  }
-
-  #killNow() {
-    clearTimeout(this.#deferTimer);
-    if (this.#killAttempted) return;
-    this.#killAttempted = true;
-    this.#killRequest(this.kill());
-  }
-
-  /** SIGKILL through the pidfd; false once reaped (the pid is never a target then). */
   kill() {
     if (this.reaped) return false;
     return native.kill(this.#handle, 9);
@@ -206,7 +167,6 @@ class LauncherProcess {
 
   /** An abandoned launcher (unresolved) stops keeping the event loop alive. */
   unref() {
-    this.#deferTimer?.unref();
     native.unref(this.#handle);
     for (const s of [this.stdout, this.stderr, this.control, this.status]) s.unref();
   }

@@ -93,7 +93,7 @@ function probe() {
       resolve(`bubblewrap cannot create the sandbox on this host: ${detail}`);
     };
     const timer = setTimeout(() => {
-      proc.requestKill();
+      proc.kill();
       proc.unref();
       resolve(`bubblewrap did not finish a trial run within ${POSTURE_PROBE_TIMEOUT_MS} ms`);
     }, POSTURE_PROBE_TIMEOUT_MS);

@@ -1,9 +1,12 @@
 #pragma once
 /* Spawning the launcher (bwrap) for both APIs, and the pidfd-based process lifecycle.
  *
- * The plan is built completely before fork: between fork and exec the child makes only
+ * The plan is built completely before the clone: between clone and exec the child makes only
  * async-signal-safe system calls on memory prepared here (the addon runs inside a
- * multi-threaded node process). */
+ * multi-threaded node process).
+ *
+ * The launcher is pid 1 of a pid namespace of its own: whenever it ends, every process it
+ * started has ended before the host can reap it. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -38,10 +41,11 @@ struct spawn_plan {
   size_t nmounts;
   /* When the caller is root, the child drops to this uid/gid before exec, and stage mounts
    * are idmapped so that files owned by root appear owned by this uid (and files it creates
-   * are stored as root's). When not root, the child maps its own uid in a new user namespace. */
+   * are stored as root's). When not root, the child maps its own uid in a new user namespace
+   * (made with the pid namespace). */
   uid_t drop_uid;
   gid_t drop_gid;
-  int idmap_userns; /* a user namespace from confined_idmap_userns, or -1 to make one */
+  int idmap_userns; /* from confined_idmap_userns; required when root stages mounts, else -1 */
   /* The launcher's descriptors 0..SPAWN_FDS-1; -1 means /dev/null is not opened: the slot
    * stays closed. */
   int fds[SPAWN_FDS];
@@ -54,12 +58,12 @@ struct spawn_error {
 };
 
 /* A user namespace whose uid/gid 0 is the given host uid/gid, for idmapped mounts: root-owned
- * files then appear owned by that uid. Made by a short-lived child (async-signal-safe: usable
- * between fork and exec too). Returns a close-on-exec descriptor or -1 with errno set. */
+ * files then appear owned by that uid. Made by a short-lived child, in the host's pid namespace
+ * (it names the child in /proc). Returns a close-on-exec descriptor or -1 with errno set. */
 int confined_idmap_userns(uid_t uid, gid_t gid);
 
-/* Forks and execs the plan. On success returns 0 and sets *pid and *pidfd (close-on-exec).
- * On failure returns -1 and fills *error; no child is left (it was reaped). */
+/* Clones (new pid namespace) and execs the plan. On success returns 0 and sets *pid and *pidfd
+ * (close-on-exec). On failure returns -1 and fills *error; no child is left (it was reaped). */
 int confined_spawn(const struct spawn_plan *plan, pid_t *pid, int *pidfd,
                    struct spawn_error *error);
 

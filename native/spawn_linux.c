@@ -1,10 +1,12 @@
-/* fork/exec of the launcher with a private staging mount namespace, privilege drop and exact
- * descriptors; reaping through pidfds. See spawn.h. */
+/* clone/exec of the launcher as pid 1 of a pid namespace of its own, with a private staging
+ * mount namespace, privilege drop and exact descriptors; reaping through pidfds. See spawn.h. */
 #include "spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
+#include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +27,8 @@
 #define ERROR_FD SPAWN_FDS
 /* The shared idmap user namespace (close-on-exec) while the child prepares mounts. */
 #define USERNS_FD (SPAWN_FDS + 1)
+/* A pidfd of the host process (close-on-exec): readable once the host has exited. */
+#define PARENT_FD (SPAWN_FDS + 2)
 
 static const char *const step_names[] = {
     "signals", "session",   "descriptors", "userns",  "uid_map",   "mountns", "private-root",
@@ -146,10 +150,13 @@ static void stage_mounts(const struct spawn_plan *p, bool root, int shared_usern
     fail(STEP_PRIVATE);
   int userns = -1;
   if (root && p->nmounts > 0) {
-    /* Made once per host process when the caller passes it (a fork saved per run). */
-    userns = shared_userns >= 0 ? shared_userns : confined_idmap_userns(p->drop_uid, p->drop_gid);
-    if (userns < 0)
+    /* Made by the host, once per process: this child cannot make it, since its forks would
+     * live in this pid namespace while /proc names the host's pids. */
+    userns = shared_userns;
+    if (userns < 0) {
+      errno = EINVAL;
       fail(STEP_IDMAP);
+    }
   }
   /* Detached clones of every source first: the staging tmpfs may hide a source (an executor
    * root under /tmp), and a clone restricted before it is attached is never visible writable
@@ -199,11 +206,11 @@ static void stage_mounts(const struct spawn_plan *p, bool root, int shared_usern
   }
 }
 
-static void child_main(const struct spawn_plan *p, pid_t parent, int error_fd) {
+static void child_main(const struct spawn_plan *p, int host_pidfd, int error_fd) {
   /* Descriptors first, so that fail() can report; dup2 clears close-on-exec on the targets and
    * everything else is closed. Every descriptor we keep is first copied above the range we fill
-   * (0..USERNS_FD), so that no placement can clobber a source that is still to be placed. */
-  enum { HIGH = USERNS_FD + 1 };
+   * (0..PARENT_FD), so that no placement can clobber a source that is still to be placed. */
+  enum { HIGH = PARENT_FD + 1 };
   int high[SPAWN_FDS];
   for (int i = 0; i < SPAWN_FDS; i++) {
     high[i] = p->fds[i] < 0 ? -1 : fcntl(p->fds[i], F_DUPFD_CLOEXEC, HIGH);
@@ -212,8 +219,11 @@ static void child_main(const struct spawn_plan *p, pid_t parent, int error_fd) {
   }
   int high_error = fcntl(error_fd, F_DUPFD_CLOEXEC, HIGH);
   int high_userns = p->idmap_userns < 0 ? -1 : fcntl(p->idmap_userns, F_DUPFD_CLOEXEC, HIGH);
+  int high_host = fcntl(host_pidfd, F_DUPFD_CLOEXEC, HIGH);
   if (high_error < 0 || dup3(high_error, ERROR_FD, O_CLOEXEC) < 0)
     _exit(127);
+  if (high_host < 0 || dup3(high_host, PARENT_FD, O_CLOEXEC) < 0)
+    fail(STEP_FDS);
   /* The shared idmap user namespace, if given, sits right after the error pipe. */
   int shared_userns = -1;
   if (p->idmap_userns >= 0) {
@@ -229,7 +239,7 @@ static void child_main(const struct spawn_plan *p, pid_t parent, int error_fd) {
     else if (dup2(high[i], i) < 0)
       fail(STEP_FDS);
   }
-  if (syscall(SYS_close_range, USERNS_FD + 1, ~0U, 0) != 0)
+  if (syscall(SYS_close_range, PARENT_FD + 1, ~0U, 0) != 0)
     fail(STEP_FDS);
 
   /* node ignores SIGPIPE and blocks some signals; an exec keeps ignored dispositions and the
@@ -249,24 +259,23 @@ static void child_main(const struct spawn_plan *p, pid_t parent, int error_fd) {
   if (setsid() < 0)
     fail(STEP_SESSION);
 
+  /* A caller that is not root is in a user namespace of its own (made by the clone, so that it
+   * could make the pid namespace): map its own ids, unchanged, so bwrap runs as the caller. */
   bool root = geteuid() == 0;
+  if (!root) {
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    int fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "deny", 4) != 4)
+      fail(STEP_UIDMAP);
+    close(fd);
+    if (write_map("/proc/self/uid_map", uid, uid) != 0 ||
+        write_map("/proc/self/gid_map", gid, gid) != 0)
+      fail(STEP_UIDMAP);
+  }
   if (p->nmounts > 0) {
-    if (root) {
-      if (unshare(CLONE_NEWNS) != 0)
-        fail(STEP_MOUNTNS);
-    } else {
-      uid_t uid = getuid();
-      gid_t gid = getgid();
-      if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
-        fail(STEP_USERNS);
-      int fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
-      if (fd < 0 || write(fd, "deny", 4) != 4)
-        fail(STEP_UIDMAP);
-      close(fd);
-      if (write_map("/proc/self/uid_map", uid, uid) != 0 ||
-          write_map("/proc/self/gid_map", gid, gid) != 0)
-        fail(STEP_UIDMAP);
-    }
+    if (unshare(CLONE_NEWNS) != 0)
+      fail(STEP_MOUNTNS);
     stage_mounts(p, root, shared_userns);
   }
   if (root) {
@@ -280,10 +289,12 @@ static void child_main(const struct spawn_plan *p, pid_t parent, int error_fd) {
       fail(STEP_SETUID);
   }
   /* Credentials changes clear the parent-death signal, so set it last, then close the race
-   * with a parent that died before this point. bwrap sets its own too (--die-with-parent). */
+   * with a host that died before this point (getppid() is 0 here: the host is outside this
+   * pid namespace, so ask its pidfd). bwrap's monitor inherits this signal across the exec. */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
     fail(STEP_PDEATHSIG);
-  if (getppid() != parent)
+  struct pollfd host = {.fd = PARENT_FD, .events = POLLIN, .revents = 0};
+  if (poll(&host, 1, 0) != 0)
     fail(STEP_PARENT);
   execve(p->file, p->argv, p->envp);
   fail(STEP_EXEC);
@@ -300,45 +311,59 @@ int confined_spawn(const struct spawn_plan *plan, pid_t *pid_out, int *pidfd_out
     error->err = errno;
     return -1;
   }
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    error->step = "fork";
+  /* The launcher is pid 1 of a pid namespace of its own (a user namespace of its own too when
+   * the caller is not root, which may not make a pid namespace otherwise). Every process of the
+   * run is in that namespace, so its end, however it comes (our SIGKILL, an outside SIGKILL,
+   * the host's death through the parent-death signal), kills them all before it can be reaped.
+   * bwrap alone leaves a window: its sandbox arms --die-with-parent only at the end of its
+   * setup, and a sandbox whose monitor died before releasing it blocks forever.
+   *
+   * clone3 without CLONE_VM and without a stack is a fork; CLONE_PIDFD gives the pidfd with no
+   * window in which the pid could be reused. */
+  int host_pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+  if (host_pidfd < 0) {
+    error->step = "pidfd_open";
     error->err = errno;
+    close(errpipe[0]);
+    close(errpipe[1]);
+    return -1;
+  }
+  int pidfd = -1;
+  struct clone_args args;
+  memset(&args, 0, sizeof args);
+  args.flags = CLONE_PIDFD | CLONE_NEWPID | (geteuid() == 0 ? 0 : CLONE_NEWUSER);
+  args.pidfd = (uint64_t)(uintptr_t)&pidfd;
+  args.exit_signal = SIGCHLD;
+  pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+  if (pid < 0) {
+    error->step = "clone";
+    error->err = errno;
+    close(host_pidfd);
     close(errpipe[0]);
     close(errpipe[1]);
     return -1;
   }
   if (pid == 0) {
     close(errpipe[0]);
-    child_main(plan, parent, errpipe[1]);
+    child_main(plan, host_pidfd, errpipe[1]);
     _exit(127);
   }
+  close(host_pidfd);
   close(errpipe[1]);
-  /* No race: the child is ours and unreaped, so its pid cannot be reused yet. */
-  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-  int pidfd_err = errno;
   int report[2];
   ssize_t n;
   do
     n = read(errpipe[0], report, sizeof report);
   while (n < 0 && errno == EINTR);
   close(errpipe[0]);
-  if (n == (ssize_t)sizeof report || pidfd < 0) {
-    if (n == (ssize_t)sizeof report) {
-      int s = report[0];
-      error->step =
-          (s >= 0 && s < (int)(sizeof step_names / sizeof *step_names)) ? step_names[s] : "child";
-      error->err = report[1];
-    } else {
-      error->step = "pidfd_open";
-      error->err = pidfd_err;
-      kill(pid, SIGKILL);
-    }
+  if (n == (ssize_t)sizeof report) {
+    int s = report[0];
+    error->step =
+        (s >= 0 && s < (int)(sizeof step_names / sizeof *step_names)) ? step_names[s] : "child";
+    error->err = report[1];
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
       ;
-    if (pidfd >= 0)
-      close(pidfd);
+    close(pidfd);
     return -1;
   }
   *pid_out = pid;

@@ -5,6 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
+import childProcess from 'node:child_process';
+import { native } from '../lib/native.js';
 import { ConfinedExecutor } from '../lib/executor.js';
 import { CONFINED_ENVIRONMENT_KEYS } from '../lib/constants.js';
 import { toolPaths } from '../lib/profile.js';
@@ -791,18 +793,24 @@ test('EX-1: an abort before collection stops a launcher that never reaches the g
 
 test('unresolved: output pipes held open after the launcher exits quarantine the namespace', async (t) => {
   const { root, executor } = makeRoot(t);
-  // A launcher that leaves a pipe writer alive outside any sandbox (a broken profile); the
-  // writer's argument is unique so that the test can find and end it.
+  // Nothing inside the sandbox can outlive the launcher: it is pid 1 of the run's pid namespace
+  // (native/spawn_linux.c). A writer outside it can: here a host process that inherited the
+  // launcher's stdout (as a concurrent fork of the host would, until its exec). Its argument is
+  // unique so that the test can find and end it.
   const tag = `4.${Date.now() % 100000}${process.pid}`;
   let slot = null;
   onEvent(t, 'materialised', (m) => (slot = m.namespace));
+  const spawn = native.spawn;
   t.after(() => {
+    native.spawn = spawn;
     for (const pid of processesOf(-1, tag)) process.kill(pid, 'SIGKILL');
   });
-  const result = await withPatchedProfile(
-    { argv: () => ['/bin/sh', '-c', `/bin/sleep ${tag} & exit 0`] },
-    () => executor.run(request(HELLO)),
-  );
+  native.spawn = (plan) => {
+    childProcess.spawn('/bin/sleep', [tag], { stdio: ['ignore', plan.fds[1], 'ignore'] }).unref();
+    return spawn(plan);
+  };
+  const result = await executor.run(request(HELLO));
+  native.spawn = spawn;
   assert.equal(result.status, 'unresolved');
   assert.equal('attributable' in result, false);
   assert.equal(result.process.pipesClosed, false);
@@ -812,6 +820,35 @@ test('unresolved: output pipes held open after the launcher exits quarantine the
   assert.equal(result.namespace.path, slot);
   assert.deepEqual(listing(root), [path.basename(slot)], 'the namespace is preserved');
   assert.equal(processesOf(-1, tag).length, 1, 'the writer is still alive: resources are live');
+});
+
+test('nothing the launcher started outlives it: its pid namespace ends with it (control: unconfined, the child lives)', async (t) => {
+  const { root, executor } = makeRoot(t);
+  // A launcher that leaves a background child holding its stdout and exits at once: the shape
+  // of bwrap killed during its setup, whose sandbox process is left without its monitor.
+  const tag = `5.${Date.now() % 100000}${process.pid}`;
+  t.after(() => {
+    for (const pid of processesOf(-1, tag)) process.kill(pid, 'SIGKILL');
+  });
+  const shell = ['/bin/sh', '-c', `/bin/sleep ${tag} & exit 0`];
+  // Control: the same launcher spawned by the host as a plain child leaves the sleep alive.
+  const control = childProcess.spawnSync(shell[0], shell.slice(1), { stdio: 'ignore' });
+  assert.equal(control.status, 0);
+  assert.equal(processesOf(-1, tag).length, 1, 'unconfined, the background child outlives its parent');
+  for (const pid of processesOf(-1, tag)) process.kill(pid, 'SIGKILL');
+  const end = performance.now() + 5000;
+  while (processesOf(-1, tag).length > 0 && performance.now() < end) await new Promise((r) => setTimeout(r, 10));
+  assert.deepEqual(processesOf(-1, tag), []);
+
+  const result = await withPatchedProfile({ argv: () => shell }, () => executor.run(request(HELLO)));
+  assert.equal(result.status, 'observed', JSON.stringify(result));
+  assert.equal(result.process.pipesClosed, true, 'the background child died with the launcher');
+  assert.deepEqual(result.process.exit, { code: 0, signal: null });
+  assert.equal(result.process.admission, 'absent');
+  assert.deepEqual(result.problems, ['admission absent: the program never ran']);
+  assert.deepEqual(result.namespace, { state: 'removed', durable: true });
+  assert.deepEqual(listing(root), []);
+  assert.deepEqual(processesOf(-1, tag), [], 'no process of the launcher is left');
 });
 
 test('a namespace changed during the run: observed, not attributable, quarantined', async (t) => {

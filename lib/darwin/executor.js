@@ -35,7 +35,6 @@ import { instantiateDarwinPreload, preloadImportUrl } from './profile-identity.j
 export class DarwinProcess {
   #child;
   #callbacks = [];
-  #killRequested = false;
 
   constructor(child) {
     this.#child = child;
@@ -74,17 +73,6 @@ export class DarwinProcess {
     const c = this.#child;
     if (this.reaped || c.exitCode !== null || c.signalCode !== null) return false;
     return c.kill('SIGKILL') === true;
-  }
-
-  /**
-   * The shared lifecycle's kill request (lib/launch.js): on macOS there is no monitor process
-   * whose early death could orphan the sandbox (everything execs in place), so the kill is sent
-   * at once. cb(sent) runs once; later requests are ignored.
-   */
-  requestKill(cb = () => {}) {
-    if (this.#killRequested) return;
-    this.#killRequested = true;
-    cb(this.kill());
   }
 
   /** Writes bytes to the program's stdin and closes it (at most once). */
