@@ -4,6 +4,7 @@
 // listener), never taken from the code under test.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import diagnostics from 'node:diagnostics_channel';
 import { EventEmitter } from 'node:events';
 import {
@@ -393,6 +394,46 @@ test('an abort ends the whole tree', { skip }, async () => {
   );
   assert.equal(r.aborted, true);
   assert.equal(r.timedOut, false);
+});
+
+test('an outside SIGKILL of the launcher, anywhere in its start, leaves nothing (control: unconfined, the tree lives)', { skip }, async () => {
+  // Control: the same tree under a plain sh outlives the sh's SIGKILL.
+  const control = newMarker();
+  const sh = spawn('/bin/sh', ['-c', treeScript(control)], { stdio: 'ignore' });
+  try {
+    await until(() => hostProcesses(control).filter((p) => p.argv[0] === 'sleep').length >= 2, 'both sleeps');
+    sh.kill('SIGKILL');
+    await new Promise((r) => sh.once('exit', r));
+    assert.equal(hostProcesses(control).filter((p) => p.argv[0] === 'sleep').length, 2, 'unconfined, the tree outlives its parent');
+  } finally {
+    for (const p of hostProcesses(control)) process.kill(p.pid, 'SIGKILL');
+  }
+  // The launcher is pid 1 of the run's pid namespace: its death ends every process of the run
+  // before it is reaped, including a sandbox that bwrap had not yet armed (--die-with-parent).
+  for (let delay = 0; delay <= 24; delay += 2) {
+    const marker = newMarker();
+    const dir = freshDir();
+    let killed = false;
+    const listener = (msg) => {
+      if (msg.event !== 'spawned' || killed) return;
+      killed = true;
+      const end = performance.now() + delay;
+      while (performance.now() < end);
+      process.kill(msg.pid, 'SIGKILL');
+    };
+    diagnostics.subscribe(COMMAND_CHANNEL, listener);
+    let r;
+    try {
+      const h = await runConfinedCommand({ command: '/bin/sh', args: ['-c', treeScript(marker)], cwd: dir, mounts: [{ path: dir, mode: 'ro' }] });
+      r = await h.wait();
+    } finally {
+      diagnostics.unsubscribe(COMMAND_CHANNEL, listener);
+    }
+    assert.equal(r.signal, 'SIGKILL', `delay ${delay}`);
+    assert.equal(r.aborted, false);
+    // At once, not eventually: the launcher was reaped, so its namespace had ended.
+    assert.deepEqual(hostProcesses(marker), [], `delay ${delay}: nothing left`);
+  }
 });
 
 test('stop() injected at every start-up stage: wait() resolves with the same result', { skip }, async () => {
