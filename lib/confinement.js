@@ -23,13 +23,12 @@
 //   unmapped too: the kernel refuses writes to them (EACCES) whatever their mode; they stay
 //   readable through their "other" bits. A filesystem that cannot be idmapped (proc, sysfs...)
 //   is refused with confinement.mount-not-idmappable (the launch fails before anything runs).
-import { cappedOutput, watchLimitReport } from './command-output.js';
+import { commandLifecycle } from './command-lifecycle.js';
 import diagnostics from 'node:diagnostics_channel';
 import { constants as fsConstants, accessSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { commandArgv, stageArgv } from './bwrap.js';
 import { parseStatus } from './collect.js';
-import { CLOSE_GRACE_MS, KILL_CONFIRM_MS } from './constants.js';
 import { ConfinementError } from './errors.js';
 import { defaultForwarderPath, egressBinds, entryKey, FORWARDER_PORT, forwarderArgv, parseAllowlist, startEgress } from './egress/index.js';
 import { bwrapPath, stagePath } from './host.js';
@@ -449,115 +448,25 @@ function limitsMatch(measured, l) {
 
 function launch(opts, host, posture, asRoot, egress) {
   const plan = launchPlan(opts, host, asRoot, egress);
-  const limits = opts.limits;
-  const caps = { stdout: limits.maxStdoutBytes, stderr: limits.maxStderrBytes };
-  const output = cappedOutput(caps, STDERR_TAIL_BYTES);
-  const streams = output.streams;
-  let proc = null;
-  let stopped = null; // 'stop' | 'abort' | 'timeout' | 'limits'
-  let killSent = false;
-  let statusText = '';
-  let programExited = false;
-  let settled = null;
-  let resolveResult;
-  const resultPromise = new Promise((r) => {
-    resolveResult = r;
-  });
-  let timers = [];
-  const onAbort = () => stopWith('abort');
-
-  const handle = {
-    get pid() {
-      return proc ? proc.pid : 0;
+  return commandLifecycle(opts, posture, {
+    stderrTailBytes: STDERR_TAIL_BYTES,
+    limitsMatch,
+    publish: (event, pid, stop) => {
+      if (channel.hasSubscribers) channel.publish(Object.freeze({ event, command: opts.command, pid, stop }));
     },
-    stdout: streams.stdout,
-    stderr: streams.stderr,
-    confined: true,
-    posture,
-    wait: () => resultPromise,
-    stop: () => {
-      stopWith('stop');
-      return resultPromise;
-    },
-  };
-  Object.freeze(handle);
-
-  const publish = (event) => {
-    if (channel.hasSubscribers)
-      channel.publish(Object.freeze({ event, command: opts.command, pid: handle.pid, stop: handle.stop }));
-  };
-
-  function stopWith(reason) {
-    if (settled || stopped !== null) return;
-    if (proc === null) {
-      // Not spawned yet: nothing will be.
-      stopped = reason;
-      return;
-    }
-    if (proc.reaped || programExited) return; // the exit was seen first
-    stopped = reason;
-    proc.closeStdin();
-    // The launcher's death ends every process of the run (its pid namespace), at any moment.
-    killSent = proc.kill();
-    timers.push(setTimeout(settle, KILL_CONFIRM_MS));
-  }
-
-  function settle() {
-    if (settled) return;
-    for (const t of timers) clearTimeout(t);
-    timers = [];
-    opts.signal?.removeEventListener('abort', onAbort);
-    let code = null;
-    let signal = null;
-    const status = parseStatus(statusText);
-    if (status) {
-      ({ code, signal } = status.exit);
-    } else if (killSent) {
-      // The monitor died by our SIGKILL; pid 1 and every process of the namespace with it.
-      signal = 'SIGKILL';
-    } else if (proc?.exit) {
-      // bwrap itself failed before the stage ran: its own status.
-      code = proc.exit.code >= 0 ? proc.exit.code : null;
-      signal = proc.exit.signal ? signalName(proc.exit.signal) : null;
-    }
-    if (proc && (!proc.reaped || open.size > 0)) proc.unref();
-    output.end();
-    settled = Object.freeze({
-      code,
-      signal,
-      timedOut: stopped === 'timeout',
-      truncated: output.truncated,
-      aborted: stopped === 'stop' || stopped === 'abort',
-      confined: true,
-      posture,
-      stderrTail: output.stderrTail(),
-    });
-    const result = settled;
-    const done = () => {
-      resolveResult(result);
-      publish('settled');
-    };
+    spawn: () => launcherProcess(opts, plan, posture, asRoot),
     // The proxy ends with the command, whatever ended it: every connection, the socket and its
     // directory, before wait() resolves.
-    if (egress) egress.close().then(done, done);
-    else done();
-  }
+    beforeResult: egress ? () => egress.close() : null,
+  });
+}
 
-  const open = new Set(['stdout', 'stderr', 'control', 'status']);
-
-  // Stage "admitted": validated, admission recorded, nothing spawned yet.
-  opts.signal?.addEventListener('abort', onAbort, { once: true });
-  publish('admitted');
-  if (stopped === null && opts.signal?.aborted) stopped = 'abort';
-  if (stopped !== null) {
-    settle();
-    return handle;
-  }
-
+/** spawnLauncher's process as commandLifecycle's backend (lib/command-lifecycle.js). */
+function launcherProcess(opts, plan, posture, asRoot) {
+  let proc;
   try {
     proc = spawnLauncher(plan);
   } catch (err) {
-    opts.signal?.removeEventListener('abort', onAbort);
     // A root caller's mounts are idmapped clones: a filesystem that does not support idmapped
     // mounts (proc, sysfs, some network or FUSE filesystems) fails the clone's setattr.
     const e =
@@ -567,35 +476,36 @@ function launch(opts, host, posture, asRoot, egress) {
     admit(opts, 'refused', [e.code], posture);
     throw e;
   }
-  proc.closeStdin();
-  if (limits.wallTimeoutMs !== null) timers.push(setTimeout(() => stopWith('timeout'), limits.wallTimeoutMs));
-
-  const onOutput = output.onOutput;
-
-  proc.stdout.on('data', onOutput('stdout'));
-  proc.stderr.on('data', onOutput('stderr'));
-
-  watchLimitReport(proc.control, (measured) => limitsMatch(measured, limits), {
-    onMatch: () => publish('running'),
-    onMismatch: () => stopWith('limits'),
-  });
+  proc.closeStdin(); // the command reads end-of-file
+  let statusText = '';
   proc.status.on('data', (chunk) => {
     if (statusText.length < 256) statusText += chunk.toString('latin1');
-    if (statusText.endsWith('\n')) programExited = true;
   });
-  for (const name of open) {
-    proc[name].on('error', () => {});
-    proc[name].on('close', () => {
-      open.delete(name);
-      if (open.size === 0 && proc.reaped) settle();
-    });
-  }
-  proc.onExit(() => {
-    publish('exited');
-    if (open.size === 0) return settle();
-    timers.push(setTimeout(settle, CLOSE_GRACE_MS));
-  });
-  // Stage "spawned": bwrap was exec'd; the handle knows its pid.
-  publish('spawned');
-  return handle;
+  return {
+    pid: proc.pid,
+    pipes: { stdout: proc.stdout, stderr: proc.stderr, control: proc.control, status: proc.status },
+    get reaped() {
+      return proc.reaped;
+    },
+    // The stage's status record is the command's exit, even before bwrap is reaped.
+    exited: () => proc.reaped || statusText.endsWith('\n'),
+    // The launcher's death ends every process of the run (its pid namespace), at any moment.
+    kill: () => proc.kill(),
+    onExit: (cb) => proc.onExit(cb),
+    unref: () => proc.unref(),
+    exitOf(killSent) {
+      const status = parseStatus(statusText);
+      if (status) return status.exit;
+      // The monitor died by our SIGKILL; pid 1 and every process of the namespace with it.
+      if (killSent) return { code: null, signal: 'SIGKILL' };
+      // bwrap itself failed before the stage ran: its own status.
+      if (proc.exit) {
+        return {
+          code: proc.exit.code >= 0 ? proc.exit.code : null,
+          signal: proc.exit.signal ? signalName(proc.exit.signal) : null,
+        };
+      }
+      return { code: null, signal: null };
+    },
+  };
 }

@@ -31,12 +31,11 @@
 //     the command, so it cannot bound the command's tree;
 //   - network { allowlist } without the egress proxy's loopback port (context.proxyPort):
 //     confinement.allowlist-not-supported, as on Linux.
-import { cappedOutput, watchLimitReport } from '../command-output.js';
+import { commandLifecycle } from '../command-lifecycle.js';
 import { spawn as childSpawn } from 'node:child_process';
 import diagnostics from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import path from 'node:path';
-import { CLOSE_GRACE_MS, KILL_CONFIRM_MS } from '../constants.js';
 import { ConfinementError } from '../errors.js';
 import { commandSeatbeltProfile } from './command.js';
 import { TOOL_PATHS, checkTools, commandLaunchArgv } from './launch.js';
@@ -235,107 +234,24 @@ export async function runCommandDarwin(options, context = {}) {
 }
 
 function launchDarwin(opts, launchArgv, posture, d, admit) {
-  const limits = opts.limits;
-  const caps = { stdout: limits.maxStdoutBytes, stderr: limits.maxStderrBytes };
-  const output = cappedOutput(caps, DARWIN_STDERR_TAIL_BYTES);
-  const streams = output.streams;
-  let child = null;
-  let reaped = false;
-  let stopped = null; // 'stop' | 'abort' | 'timeout' | 'limits'
-  let killSent = false;
-  let settled = null;
-  let resolveResult;
-  const resultPromise = new Promise((r) => {
-    resolveResult = r;
-  });
-  let timers = [];
-  const open = new Set(['stdout', 'stderr', 'control']);
-  const onAbort = () => stopWith('abort');
-
-  const handle = Object.freeze({
-    get pid() {
-      return child ? child.pid : 0;
+  return commandLifecycle(opts, posture, {
+    stderrTailBytes: DARWIN_STDERR_TAIL_BYTES,
+    limitsMatch: darwinCommandLimitsMatch,
+    publish: (event, pid, stop) => {
+      if (channel.hasSubscribers) channel.publish(Object.freeze({ event, command: opts.command, pid, stop }));
     },
-    stdout: streams.stdout,
-    stderr: streams.stderr,
-    confined: true,
-    posture,
-    wait: () => resultPromise,
-    stop: () => {
-      stopWith('stop');
-      return resultPromise;
-    },
+    spawn: () => darwinProcess(opts, launchArgv, posture, d, admit),
   });
+}
 
-  const publish = (event) => {
-    if (channel.hasSubscribers) {
-      channel.publish(Object.freeze({ event, command: opts.command, pid: handle.pid, stop: handle.stop }));
-    }
-  };
-
-  // SIGKILL to the process group, only while its leader (the command) is unreaped.
-  function killTree() {
-    if (reaped || child.exitCode !== null || child.signalCode !== null) return false;
-    try {
-      d.killGroup(child.pid, 'SIGKILL');
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
-  function stopWith(reason) {
-    if (settled || stopped !== null) return;
-    if (child === null) {
-      stopped = reason; // not spawned yet: nothing will be
-      return;
-    }
-    if (reaped) return; // the exit was seen first
-    stopped = reason;
-    killSent = killTree() || killSent;
-    timers.push(setTimeout(settle, KILL_CONFIRM_MS));
-  }
-
-  function settle() {
-    if (settled) return;
-    for (const t of timers) clearTimeout(t);
-    timers = [];
-    opts.signal?.removeEventListener('abort', onAbort);
-    const code = reaped ? child.exitCode : null;
-    const signal = reaped ? child.signalCode : killSent ? 'SIGKILL' : null;
-    if (child && (!reaped || open.size > 0)) {
-      child.unref();
-      for (const s of child.stdio.slice(1)) s?.unref?.();
-    }
-    output.end();
-    settled = Object.freeze({
-      code,
-      signal,
-      timedOut: stopped === 'timeout',
-      truncated: output.truncated,
-      aborted: stopped === 'stop' || stopped === 'abort',
-      confined: true,
-      posture,
-      stderrTail: output.stderrTail(),
-    });
-    resolveResult(settled);
-    publish('settled');
-  }
-
-  opts.signal?.addEventListener('abort', onAbort, { once: true });
-  publish('admitted');
-  if (stopped === null && opts.signal?.aborted) stopped = 'abort';
-  if (stopped !== null) {
-    settle();
-    return handle;
-  }
-
+/** The Seatbelt launch as commandLifecycle's backend (lib/command-lifecycle.js). */
+function darwinProcess(opts, launchArgv, posture, d, admit) {
   const fail = (message) => {
-    opts.signal?.removeEventListener('abort', onAbort);
     const e = refuse('confinement.launch-failed', message);
     admit('refused', [e.code], posture);
     return e;
   };
+  let child;
   try {
     child = d.spawn(launchArgv.file, launchArgv.argv.slice(1), {
       argv0: launchArgv.argv[0],
@@ -351,34 +267,35 @@ function launchDarwin(opts, launchArgv, posture, d, admit) {
   child.on('error', () => {});
   if (child.pid === undefined) {
     for (const s of child.stdio ?? []) s?.destroy?.();
-    child = null;
     throw fail(`the launch failed: ${launchArgv.file} could not be executed`);
   }
-  if (limits.wallTimeoutMs !== null) timers.push(setTimeout(() => stopWith('timeout'), limits.wallTimeoutMs));
-
-  const onOutput = output.onOutput;
-
-  const pipes = { stdout: child.stdio[1], stderr: child.stdio[2], control: child.stdio[3] };
-  pipes.stdout.on('data', onOutput('stdout'));
-  pipes.stderr.on('data', onOutput('stderr'));
-  watchLimitReport(pipes.control, (measured) => darwinCommandLimitsMatch(measured, limits), {
-    onMatch: () => publish('running'),
-    onMismatch: () => stopWith('limits'),
-  });
-  for (const name of open) {
-    pipes[name].on('error', () => {});
-    pipes[name].on('close', () => {
-      open.delete(name);
-      if (open.size === 0 && reaped) settle();
-    });
-  }
+  let reaped = false;
   child.once('exit', () => {
     reaped = true;
-    publish('exited');
-    if (open.size === 0) return settle();
-    timers.push(setTimeout(settle, CLOSE_GRACE_MS));
   });
-  // 'running' follows once the stage's limit report matched.
-  publish('spawned');
-  return handle;
+  return {
+    pid: child.pid,
+    pipes: { stdout: child.stdio[1], stderr: child.stdio[2], control: child.stdio[3] },
+    get reaped() {
+      return reaped;
+    },
+    exited: () => reaped,
+    // SIGKILL to the process group, only while its leader (the command) is unreaped.
+    kill() {
+      if (reaped || child.exitCode !== null || child.signalCode !== null) return false;
+      try {
+        d.killGroup(child.pid, 'SIGKILL');
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    onExit: (cb) => child.once('exit', () => cb()),
+    unref() {
+      child.unref();
+      for (const s of child.stdio.slice(1)) s?.unref?.();
+    },
+    exitOf: (killSent) =>
+      reaped ? { code: child.exitCode, signal: child.signalCode } : { code: null, signal: killSent ? 'SIGKILL' : null },
+  };
 }
