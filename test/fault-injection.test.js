@@ -11,7 +11,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { listing, makeRoot, marker, onEvent, processesOf, request, text } from './helpers/executor-fixture.js';
 
@@ -294,8 +297,9 @@ test('launched + kill: the entry never ran, observed, nothing of the sandbox lef
 
 test('launched + kill after 0-36 ms: wherever it lands in bwrap\'s start, nothing outlives the launcher', async (t) => {
   // bwrap's sandbox arms --die-with-parent only at the end of its setup, and one whose monitor
-  // dies before releasing it blocks forever (research: the CI flake of an orphan alive 30 s
-  // later). The sweep lands kills across that setup (~5 ms here) and the gate.
+  // dies before releasing it blocks forever (seen in CI before the launcher had a pid namespace
+  // of its own: an orphan alive 30 s later). The sweep lands kills across that setup (~5 ms
+  // here) and the gate.
   const outcomes = new Map();
   for (let i = 0; i < 25; i++) {
     const delay = (i % 13) * 3;
@@ -308,6 +312,50 @@ test('launched + kill after 0-36 ms: wherever it lands in bwrap\'s start, nothin
     outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
   }
   t.diagnostic(`admission at the kill: ${JSON.stringify(Object.fromEntries(outcomes))}`);
+});
+
+test("the host's death ends every process of a run, executor and command runner (control: a plain child tree outlives its host)", async (t) => {
+  const helper = fileURLToPath(new URL('./helpers/host-child.mjs', import.meta.url));
+  for (const mode of ['plain', 'executor', 'command']) {
+    const mark = `60.${crypto.randomInt(1e9)}`;
+    const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'confined-host-')));
+    t.after(() => {
+      for (const pid of processesOf(-1, mark)) process.kill(pid, 'SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
+    const host = spawn(process.execPath, [helper, mode, mark, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise((r) => host.once('exit', (code, signal) => r({ code, signal })));
+    await new Promise((resolve, reject) => {
+      host.stdout.on('data', (d) => String(d).includes('started') && resolve());
+      exited.then((e) => reject(new Error(`${mode} host exited before its work started: ${JSON.stringify(e)}`)));
+    });
+    // The work is under way: the program (after go) or both sleeps of the tree.
+    const comm = (pid) => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/comm`, 'latin1').trim();
+      } catch {
+        return '';
+      }
+    };
+    const work = () => processesOf(-1, mark).filter((pid) => pid !== host.pid && /^(sleep|node)$/.test(comm(pid)));
+    const ready = () => work().length >= (mode === 'executor' ? 1 : 2);
+    for (const end = performance.now() + 10_000; !ready(); await sleep(25)) {
+      assert.ok(performance.now() < end, `${mode}: the work never showed up`);
+    }
+    host.kill('SIGKILL');
+    assert.deepEqual(await exited, { code: null, signal: 'SIGKILL' });
+    if (mode === 'plain') {
+      await sleep(300);
+      assert.equal(work().length, 2, 'unconfined, both sleeps outlive their killed host');
+      for (const pid of processesOf(-1, mark)) process.kill(pid, 'SIGKILL');
+      continue;
+    }
+    // The launcher has the parent-death signal: it dies with the host, and its pid namespace
+    // with it. Nobody reaps it here (its parent is gone), hence a bounded wait.
+    for (const end = performance.now() + 5000; processesOf(-1, mark).length > 0; await sleep(25)) {
+      assert.ok(performance.now() < end, `${mode}: left alive: ${processesOf(-1, mark)}`);
+    }
+  }
 });
 
 test('launched + abort: stopped cancelled, the entry never runs, the namespace removed', async (t) => {
