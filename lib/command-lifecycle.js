@@ -12,11 +12,11 @@ import { cappedOutput, watchLimitReport } from './command-output.js';
 import { CLOSE_GRACE_MS, KILL_CONFIRM_MS } from './constants.js';
 
 /**
- * Runs one admitted command. `publish(event, pid, stop)` receives the start-up stages;
- * `beforeResult()` (optional) is awaited before wait() resolves (the egress proxy's close).
- * Returns the frozen handle.
+ * Runs one admitted command. The start-up stages are published on `channel` (a
+ * diagnostics_channel) as frozen { event, command, pid, stop }; `beforeResult()` (optional) is
+ * awaited before wait() resolves (the egress proxy's close). Returns the frozen handle.
  */
-export function commandLifecycle(opts, posture, { stderrTailBytes, limitsMatch, spawn, publish, beforeResult = null }) {
+export function commandLifecycle(opts, posture, { channel, stderrTailBytes, limitsMatch, spawn, beforeResult = null }) {
   const limits = opts.limits;
   const output = cappedOutput({ stdout: limits.maxStdoutBytes, stderr: limits.maxStderrBytes }, stderrTailBytes);
   let proc = null;
@@ -45,7 +45,9 @@ export function commandLifecycle(opts, posture, { stderrTailBytes, limitsMatch, 
       return resultPromise;
     },
   });
-  const stage = (event) => publish(event, handle.pid, handle.stop);
+  const stage = (event) => {
+    if (channel.hasSubscribers) channel.publish(Object.freeze({ event, command: opts.command, pid: handle.pid, stop: handle.stop }));
+  };
 
   function stopWith(reason) {
     if (settled || stopped !== null) return;

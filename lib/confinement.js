@@ -449,11 +449,9 @@ function limitsMatch(measured, l) {
 function launch(opts, host, posture, asRoot, egress) {
   const plan = launchPlan(opts, host, asRoot, egress);
   return commandLifecycle(opts, posture, {
+    channel,
     stderrTailBytes: STDERR_TAIL_BYTES,
     limitsMatch,
-    publish: (event, pid, stop) => {
-      if (channel.hasSubscribers) channel.publish(Object.freeze({ event, command: opts.command, pid, stop }));
-    },
     spawn: () => launcherProcess(opts, plan, posture, asRoot),
     // The proxy ends with the command, whatever ended it: every connection, the socket and its
     // directory, before wait() resolves.

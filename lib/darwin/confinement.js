@@ -235,11 +235,9 @@ export async function runCommandDarwin(options, context = {}) {
 
 function launchDarwin(opts, launchArgv, posture, d, admit) {
   return commandLifecycle(opts, posture, {
+    channel,
     stderrTailBytes: DARWIN_STDERR_TAIL_BYTES,
     limitsMatch: darwinCommandLimitsMatch,
-    publish: (event, pid, stop) => {
-      if (channel.hasSubscribers) channel.publish(Object.freeze({ event, command: opts.command, pid, stop }));
-    },
     spawn: () => darwinProcess(opts, launchArgv, posture, d, admit),
   });
 }
