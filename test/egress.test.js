@@ -2,25 +2,46 @@
 // forwarder bridge. Runs as root and as nobody; everything listens on loopback or on Unix
 // sockets the test creates under os.tmpdir().
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { lookup as dnsLookupCb } from 'node:dns';
 import { EventEmitter, once } from 'node:events';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
+import tls from 'node:tls';
 import { promisify } from 'node:util';
 import { ConfinementError } from '../lib/errors.js';
 import { parseAllowlist, parseHostPort } from '../lib/egress/allowlist.js';
 import { classifyAddress, vetAddress } from '../lib/egress/vet.js';
 import { startProxy } from '../lib/egress/proxy.js';
+import { tunnelInspector } from '../lib/egress/tls.js';
+import { changeCipherSpec, clientHello, extension, records, serverHello, serverNameData } from './helpers/tls-records.js';
 import { alive, exchange, httpServer, rawServer, readAll, tunnel, unixEcho } from './helpers/egress-net.js';
 import { defaultForwarderPath, egressBinds, forwarderArgv, proxyEnv, startEgress } from '../lib/egress/index.js';
 
 const dnsLookup = promisify(dnsLookupCb);
+
+const opensslSkip = spawnSync('openssl', ['version']).status === 0 ? false : 'the openssl command is not installed';
+
+/** A self-signed P-256 certificate for tls.example.test and 127.0.0.1: { key, cert } (PEM). */
+function selfSignedCert() {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'confined-cert-'));
+  try {
+    const key = path.join(dir, 'key.pem');
+    const cert = path.join(dir, 'cert.pem');
+    const args = ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1'];
+    args.push('-subj', '/CN=tls.example.test', '-addext', 'subjectAltName=DNS:tls.example.test,IP:127.0.0.1', '-keyout', key, '-out', cert);
+    const r = spawnSync('openssl', args, { stdio: 'ignore' });
+    assert.equal(r.status, 0, 'openssl made the test certificate');
+    return { key: readFileSync(key), cert: readFileSync(cert) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Grammar and normalisation
@@ -746,6 +767,298 @@ describe('egress proxy', () => {
 
 // ---------------------------------------------------------------------------------------------
 // startEgress
+
+// ---------------------------------------------------------------------------------------------
+// TLS at the start of a CONNECT tunnel (lib/egress/tls.js)
+
+describe('TLS in a CONNECT tunnel: the ClientHello must ask for the allowed host', () => {
+  const named = { host: 'tls.example.test', port: 443, literal: false };
+  const literal = { host: '127.0.0.1', port: 443, literal: true };
+  const hello = (opts) => records(clientHello(opts));
+  /** Feeds the client's bytes one chunk at a time; returns what was released and the verdict. */
+  const feed = (inspect, chunks) => {
+    const out = [];
+    let denied = null;
+    for (const c of chunks) {
+      const r = inspect.client(c);
+      out.push(r.forward);
+      denied ??= r.denied;
+    }
+    return { forward: Buffer.concat(out), denied };
+  };
+
+  test('a hello naming the host is released whole, even arriving byte by byte; then bytes', () => {
+    const ch = hello({ names: ['tls.example.test'] });
+    const inspect = tunnelInspector(named);
+    const bytes = [...ch].map((b) => Buffer.from([b]));
+    const first = feed(inspect, bytes.slice(0, -1));
+    assert.equal(first.forward.length, 0, 'nothing before the hello is complete');
+    const last = feed(inspect, bytes.slice(-1));
+    assert.deepEqual(last, { forward: ch, denied: null });
+    // A TLS 1.2 server hello: no second hello can follow, the rest is bytes.
+    assert.deepEqual(inspect.server(records(serverHello({ tls13: false }))), { forward: Buffer.alloc(0), denied: null });
+    const tail = Buffer.concat([records(Buffer.from('finished'), { type: 0x16 }), Buffer.from('anything')]);
+    assert.deepEqual(inspect.client(tail), { forward: tail, denied: null });
+    assert.equal(inspect.settled(), true);
+  });
+
+  test('the name is compared case-insensitively, with one trailing dot removed', () => {
+    for (const name of ['TLS.Example.Test', 'tls.example.test.']) {
+      assert.equal(feed(tunnelInspector(named), [hello({ names: [name] })]).denied, null, name);
+    }
+  });
+
+  test('another name, no name, two names, a hidden name: denied, nothing released', () => {
+    const cases = {
+      'another host': { names: ['evil.example.test'] },
+      'a suffix of another name': { names: ['tls.example.test.evil.example'] },
+      'no name': {},
+      'two names': { names: ['tls.example.test', 'evil.example.test'] },
+      'encrypted client hello': { names: ['tls.example.test'], extensions: [extension(0xfe0d, Buffer.alloc(8))] },
+      'encrypted server name': { names: ['tls.example.test'], extensions: [extension(0xffce, Buffer.alloc(8))] },
+      'a name with a space': { names: ['tls.example.test x'] },
+    };
+    for (const [what, opts] of Object.entries(cases)) {
+      const r = feed(tunnelInspector(named), [hello(opts)]);
+      assert.equal(r.forward.length, 0, what);
+      assert.equal(typeof r.denied, 'string', what);
+    }
+    // Control: the same hello with the right single name is released.
+    assert.equal(feed(tunnelInspector(named), [hello({ names: ['tls.example.test'] })]).denied, null);
+  });
+
+  test('an IP literal target: a hello without a name passes, any name is denied', () => {
+    assert.equal(feed(tunnelInspector(literal), [hello()]).denied, null);
+    assert.match(feed(tunnelInspector(literal), [hello({ names: ['evil.example.test'] })]).denied, /names evil\.example\.test/);
+    assert.match(feed(tunnelInspector(literal), [hello({ names: ['127.0.0.1'] })]).denied, /names 127\.0\.0\.1/);
+  });
+
+  test('malformed hellos are denied: truncated, duplicate extension, trailing bytes, wrong message, oversized record', () => {
+    const good = clientHello({ names: ['tls.example.test'] });
+    const ext = extension(0, serverNameData(['tls.example.test']));
+    const cases = {
+      'an extension list longer than the hello': clientHello({ rawExtensions: Buffer.from([0, 50, 0, 0]) }),
+      'a duplicate extension': clientHello({ rawExtensions: Buffer.concat([Buffer.from([(2 * ext.length) >> 8, (2 * ext.length) & 0xff]), ext, ext]) }),
+      'bytes after the extensions': (() => {
+        const body = Buffer.concat([good.subarray(4), Buffer.from([0])]);
+        return Buffer.concat([Buffer.from([1, body.length >> 16, (body.length >> 8) & 0xff, body.length & 0xff]), body]);
+      })(),
+      'a server hello first': serverHello(),
+    };
+    for (const [what, msg] of Object.entries(cases)) {
+      const r = feed(tunnelInspector(named), [records(msg)]);
+      assert.equal(r.forward.length, 0, what);
+      assert.match(r.denied ?? '', /./, what);
+    }
+    const oversized = Buffer.from([0x16, 3, 1, 0xff, 0xff]);
+    assert.match(feed(tunnelInspector(named), [oversized]).denied, /malformed/);
+    const notHandshake = Buffer.concat([records(good.subarray(0, 10)), records(Buffer.from([1]), { type: 0x14 })]);
+    assert.match(feed(tunnelInspector(named), [notHandshake]).denied, /before the ClientHello was complete/);
+  });
+
+  test('a hello split over records is released only once complete, all records in order', () => {
+    const ch = records(clientHello({ names: ['tls.example.test'] }), { size: 20 });
+    const inspect = tunnelInspector(named);
+    const r1 = inspect.client(ch.subarray(0, 30));
+    assert.equal(r1.forward.length, 0);
+    assert.deepEqual(inspect.client(ch.subarray(30)), { forward: ch, denied: null });
+  });
+
+  test('after a HelloRetryRequest the second hello is checked too (after a ChangeCipherSpec)', () => {
+    const ch1 = hello({ names: ['tls.example.test'] });
+    for (const [name, denied] of [['evil.example.test', true], ['tls.example.test', false]]) {
+      const inspect = tunnelInspector(named);
+      assert.deepEqual(inspect.client(ch1), { forward: ch1, denied: null });
+      assert.deepEqual(inspect.server(records(serverHello({ retry: true }))), { forward: Buffer.alloc(0), denied: null });
+      const second = Buffer.concat([changeCipherSpec(), hello({ names: [name] })]);
+      const r = inspect.client(second);
+      if (denied) {
+        assert.equal(r.forward.length, 0, 'nothing more goes out');
+        assert.match(r.denied, /names evil\.example\.test/);
+      } else {
+        assert.deepEqual(r, { forward: second, denied: null });
+        const after = Buffer.from('encrypted');
+        assert.deepEqual(inspect.client(after), { forward: after, denied: null });
+      }
+    }
+  });
+
+  test('a handshake record sent before the server answered is held, then released by a plain server hello', () => {
+    const inspect = tunnelInspector(named);
+    inspect.client(hello({ names: ['tls.example.test'] }));
+    const early = Buffer.concat([records(Buffer.from([1]), { type: 0x14 }), records(Buffer.from('more'), { type: 0x16 }), records(Buffer.from('data'), { type: 0x17 })]);
+    const held = inspect.client(early);
+    assert.equal(held.forward.length, changeCipherSpec().length, 'the ChangeCipherSpec passes; the handshake record and what follows wait');
+    assert.equal(inspect.settled(), false);
+    const released = inspect.server(records(serverHello({ tls13: true })));
+    assert.deepEqual(released, { forward: early.subarray(changeCipherSpec().length), denied: null });
+    assert.equal(inspect.settled(), true);
+  });
+
+  test('a stream not starting with a handshake record is another protocol: bytes from the start', () => {
+    const inspect = tunnelInspector(named);
+    const http = Buffer.from('GET / HTTP/1.1\r\nHost: tls.example.test\r\n\r\n');
+    assert.deepEqual(inspect.client(http), { forward: http, denied: null });
+    const more = Buffer.from([0x16, 3, 1, 0, 5]);
+    assert.deepEqual(inspect.client(more), { forward: more, denied: null });
+  });
+});
+
+describe('TLS through the proxy, with node:tls on both ends', { skip: opensslSkip }, () => {
+  let cert;
+  before(() => {
+    cert = selfSignedCert();
+  });
+
+  /** A TLS echo server on loopback; `options` go to tls.createServer. */
+  async function tlsEcho(options = {}) {
+    let secure = 0;
+    const server = tls.createServer({ key: cert.key, cert: cert.cert, ...options }, (s) => {
+      secure++;
+      s.on('data', (d) => s.write(d));
+      s.on('error', () => {});
+    });
+    server.on('tlsClientError', () => {});
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return { port: server.address().port, secure: () => secure, close: () => new Promise((r) => server.close(r)) };
+  }
+
+  /**
+   * A proxy allowing `name:port`, resolving it to a public address and dialling loopback.
+   * `sent` collects what the proxy writes upstream.
+   */
+  function namedProxy(name, port, sent = []) {
+    return proxyFor([`${name}:${port}`], {
+      lookup: async () => [{ address: '93.184.216.34', family: 4 }],
+      connect: (opts) => {
+        const sock = net.connect({ ...opts, host: '127.0.0.1', lookup: undefined });
+        const write = sock.write.bind(sock);
+        sock.write = (chunk, ...rest) => (sent.push(Buffer.from(chunk)), write(chunk, ...rest));
+        return sock;
+      },
+    });
+  }
+
+  /** How many ClientHello handshake records begin in these bytes (record by record). */
+  function helloCount(bytes) {
+    let n = 0;
+    for (let at = 0; at + 5 <= bytes.length; at += 5 + bytes.readUInt16BE(at + 3)) {
+      if (bytes[at] === 0x16 && bytes[at + 5] === 1) n++;
+    }
+    return n;
+  }
+
+  /** TLS over a CONNECT tunnel: resolves 'echoed' or the error's message. */
+  async function handshake(socketPath, target, tlsOptions) {
+    const t = await tunnel(socketPath, target);
+    assert.equal(t.status, 200);
+    return new Promise((resolve) => {
+      const s = tls.connect({ socket: t.sock, ca: cert.cert, ...tlsOptions }, () => s.write('ping'));
+      s.on('data', (d) => (String(d) === 'ping' ? (resolve('echoed'), s.destroy()) : null));
+      s.on('error', (err) => resolve(err.code ?? err.message));
+      s.on('close', () => resolve('closed'));
+    });
+  }
+
+  test('the allowed name completes TLS 1.3 end to end, also through a HelloRetryRequest', async () => {
+    for (const [what, serverOptions, clientOptions, hellos] of [
+      ['TLS 1.3', {}, {}, 1],
+      ['TLS 1.2', { maxVersion: 'TLSv1.2' }, {}, 1],
+      // The server accepts only P-256; the client's first key share is X25519: a retry.
+      ['HelloRetryRequest', { ecdhCurve: 'P-256' }, { ecdhCurve: 'X25519:P-256' }, 2],
+    ]) {
+      const up = await tlsEcho(serverOptions);
+      const sent = [];
+      const p = await namedProxy('tls.example.test', up.port, sent);
+      try {
+        const r = await handshake(p.proxy.socketPath, `tls.example.test:${up.port}`, { servername: 'tls.example.test', ...clientOptions });
+        assert.equal(r, 'echoed', what);
+        assert.deepEqual(p.denied, [], what);
+        assert.equal(helloCount(Buffer.concat(sent)), hellos, `${what}: ClientHellos relayed`);
+      } finally {
+        await p.proxy.close();
+        await up.close();
+      }
+    }
+  });
+
+  test('another name on the allowed address is denied before the upstream sees a hello', async () => {
+    const up = await rawServer();
+    const p = await namedProxy('tls.example.test', up.port);
+    try {
+      const r = await handshake(p.proxy.socketPath, `tls.example.test:${up.port}`, { servername: 'evil.example.test' });
+      assert.notEqual(r, 'echoed');
+      assertOneDenial(p, 'tls.example.test', up.port, 'tls-name-mismatch');
+      assert.equal(up.connections(), 1, 'the vetted address was dialled');
+      assert.equal(up.text(), '', 'and got not one byte');
+    } finally {
+      await p.proxy.close();
+      await up.close();
+    }
+    // Control: the allowed name, to the same kind of upstream, gets its hello there.
+    const up2 = await rawServer();
+    const p2 = await namedProxy('tls.example.test', up2.port);
+    try {
+      const t = await tunnel(p2.proxy.socketPath, `tls.example.test:${up2.port}`);
+      const s = tls.connect({ socket: t.sock, servername: 'tls.example.test' });
+      s.on('error', () => {});
+      for (let i = 0; i < 200 && !up2.text().includes('tls.example.test'); i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(up2.text().charCodeAt(0), 0x16);
+      assert.ok(up2.text().includes('tls.example.test'));
+      assert.deepEqual(p2.denied, []);
+      s.destroy();
+    } finally {
+      await p2.proxy.close();
+      await up2.close();
+    }
+  });
+
+  test('an IP literal entry: TLS without a name passes, a name is denied', async () => {
+    const up = await tlsEcho();
+    const p = await proxyFor([`127.0.0.1:${up.port}`]);
+    try {
+      // node sends no name when it connects to an IP address.
+      assert.equal(await handshake(p.proxy.socketPath, `127.0.0.1:${up.port}`, { host: '127.0.0.1' }), 'echoed');
+      assert.deepEqual(p.denied, []);
+      assert.notEqual(await handshake(p.proxy.socketPath, `127.0.0.1:${up.port}`, { host: '127.0.0.1', servername: 'evil.example.test' }), 'echoed');
+      assertOneDenial(p, '127.0.0.1', up.port, 'tls-name-mismatch');
+      assert.equal(up.secure(), 1, 'only the allowed handshake reached the server');
+    } finally {
+      await p.proxy.close();
+      await up.close();
+    }
+  });
+
+  test('a protocol whose server speaks first still works: the greeting is not held back', async () => {
+    const got = [];
+    const server = net.createServer((s) => {
+      s.write('220 greeting\r\n');
+      s.on('data', (d) => got.push(String(d)));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = server.address().port;
+    const p = await proxyFor([`127.0.0.1:${port}`]);
+    try {
+      // Read raw: the greeting may arrive in the same chunk as the proxy's 200.
+      const sock = net.connect({ path: p.proxy.socketPath });
+      let seen = '';
+      sock.on('data', (d) => (seen += d.toString('latin1')));
+      sock.write(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n`);
+      for (let i = 0; i < 200 && !seen.endsWith('220 greeting\r\n'); i++) await new Promise((r) => setTimeout(r, 10));
+      assert.match(seen, /^HTTP\/1\.1 200 [^\r]*\r\n\r\n220 greeting\r\n$/, 'the greeting came before the client sent a byte');
+      const t = { sock };
+      t.sock.write('HELO x\r\n');
+      for (let i = 0; i < 200 && got.join('') !== 'HELO x\r\n'; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(got.join(''), 'HELO x\r\n');
+      t.sock.destroy();
+    } finally {
+      await p.proxy.close();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});
 
 describe('startEgress', () => {
   test('env points every proxy variable at the forwarder on loopback', async () => {

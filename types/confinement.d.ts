@@ -144,7 +144,14 @@ export type EgressDenialReason =
    * framed otherwise than by one Content-Length, a request head over 16 KiB, or a second
    * request on a forwarded plain connection (refused, never forwarded).
    */
-  | 'unsupported-request';
+  | 'unsupported-request'
+  /**
+   * A ClientHello sent in the clear through an allowed CONNECT tunnel (the first, or the second
+   * one a HelloRetryRequest asks for) named another host, named none for a name entry, named
+   * one for an IP literal entry, hid its name (encrypted client hello) or could not be parsed.
+   * The tunnel is closed; the upstream never got that hello.
+   */
+  | 'tls-name-mismatch';
 
 /** One request the egress proxy refused (frozen). */
 export interface EgressDenial {

@@ -8,8 +8,10 @@
 // swap the address between check and use.
 //
 // One request per client connection. After CONNECT succeeds the connection is a byte tunnel:
-// nothing in it is parsed again, so a CONNECT inside an allowed tunnel reaches only the
-// allowed upstream, as bytes. A plain request is forwarded with `Connection: close` and its
+// no request in it is parsed again, so a CONNECT inside an allowed tunnel reaches only the
+// allowed upstream, as bytes. Its TLS start is read (tls.js): a ClientHello sent in the clear
+// must ask for the allowed host, so a shared address (a CDN edge) cannot be asked for another
+// site by name. A plain request is forwarded with `Connection: close` and its
 // Host header rewritten to the checked authority (no fronting through a shared IP); a second
 // request on the same connection is refused, never forwarded.
 import { lookup as dnsLookup } from 'node:dns';
@@ -19,6 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { findEntry, parseHostPort } from './allowlist.js';
 import { parseAddress } from './ip.js';
+import { tunnelInspector } from './tls.js';
 import { vetAddress } from './vet.js';
 
 const MAX_HEAD = 16 * 1024;
@@ -212,22 +215,6 @@ export function startProxy(options) {
     return null;
   }
 
-  function relay(client, upstream) {
-    // Each direction half-closes its destination when its source ends; both ended -> done.
-    client.pipe(upstream);
-    upstream.pipe(client);
-    const done = () => {
-      if (client.readableEnded && upstream.readableEnded) {
-        client.destroy();
-        upstream.destroy();
-      }
-    };
-    client.on('end', done);
-    upstream.on('end', done);
-    client.once('close', () => upstream.destroy());
-    upstream.once('close', () => client.destroy());
-  }
-
   async function onConnect(client, head, rest) {
     const target = parseHostPort(head.target);
     if (!target.ok) {
@@ -237,9 +224,70 @@ export function startProxy(options) {
     const upstream = await open(client, target);
     if (!upstream) return;
     client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    // From here on the connection is bytes only: nothing is parsed, nothing re-dispatched.
-    if (rest.length) upstream.write(rest);
-    relay(client, upstream);
+    // From here on the connection is bytes: nothing is re-dispatched. Its TLS start is read
+    // (lib/egress/tls.js): a ClientHello must ask for the allowed host.
+    relayInspected(client, upstream, target, rest);
+  }
+
+  /**
+   * Relays both ways, each direction half-closing its destination when its source ends, with the
+   * client's bytes held back until tunnelInspector released them. A denied tunnel is recorded
+   * and closed; the upstream never got the refused hello.
+   */
+  function relayInspected(client, upstream, target, rest) {
+    const inspect = tunnelInspector(target);
+    let clientEnded = false;
+    let denied = false;
+    let halfClosed = false;
+    // The client's end reaches the upstream after every byte released before it.
+    const halfClose = () => {
+      if (halfClosed || !clientEnded || denied || !inspect.settled()) return;
+      halfClosed = true;
+      upstream.end();
+    };
+    const pass = ({ forward, denied: why }) => {
+      if (denied) return;
+      if (why) {
+        denied = true;
+        report(target.host, target.port, 'tls-name-mismatch');
+        client.destroy();
+        upstream.destroy();
+        return;
+      }
+      if (forward.length && !upstream.write(forward)) {
+        client.pause();
+        upstream.once('drain', () => client.resume());
+      }
+    };
+    upstream.on('data', (chunk) => {
+      // The client gets the upstream's bytes unchanged (and first: they may release held ones).
+      if (!client.write(chunk)) {
+        upstream.pause();
+        client.once('drain', () => upstream.resume());
+      }
+      pass(inspect.server(chunk));
+      halfClose();
+    });
+    client.on('data', (chunk) => pass(inspect.client(chunk)));
+    const done = () => {
+      if (client.readableEnded && upstream.readableEnded) {
+        client.destroy();
+        upstream.destroy();
+      }
+    };
+    client.on('end', () => {
+      clientEnded = true;
+      halfClose();
+      done();
+    });
+    upstream.on('end', () => {
+      client.end();
+      done();
+    });
+    client.once('close', () => upstream.destroy());
+    upstream.once('close', () => client.destroy());
+    if (rest.length) pass(inspect.client(rest));
+    client.resume();
   }
 
   async function onPlain(client, head, rest) {
