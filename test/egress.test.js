@@ -809,19 +809,21 @@ describe('TLS in a CONNECT tunnel: the ClientHello must ask for the allowed host
   });
 
   test('another name, no name, two names, a hidden name: denied, nothing released', () => {
+    const mismatch = 'tls-name-mismatch';
     const cases = {
-      'another host': { names: ['evil.example.test'] },
-      'a suffix of another name': { names: ['tls.example.test.evil.example'] },
-      'no name': {},
-      'two names': { names: ['tls.example.test', 'evil.example.test'] },
-      'encrypted client hello': { names: ['tls.example.test'], extensions: [extension(0xfe0d, Buffer.alloc(8))] },
-      'encrypted server name': { names: ['tls.example.test'], extensions: [extension(0xffce, Buffer.alloc(8))] },
-      'a name with a space': { names: ['tls.example.test x'] },
+      'another host': [{ names: ['evil.example.test'] }, mismatch],
+      'a suffix of another name': [{ names: ['tls.example.test.evil.example'] }, mismatch],
+      'no name': [{}, mismatch],
+      'encrypted client hello': [{ names: ['tls.example.test'], extensions: [extension(0xfe0d, Buffer.alloc(8))] }, mismatch],
+      'an ECH draft code point': [{ names: ['tls.example.test'], extensions: [extension(0xfe0a, Buffer.alloc(8))] }, mismatch],
+      'encrypted server name': [{ names: ['tls.example.test'], extensions: [extension(0xffce, Buffer.alloc(8))] }, mismatch],
+      'two names': [{ names: ['tls.example.test', 'evil.example.test'] }, 'tls-malformed'],
+      'a name with a space': [{ names: ['tls.example.test x'] }, 'tls-malformed'],
     };
-    for (const [what, opts] of Object.entries(cases)) {
+    for (const [what, [opts, reason]] of Object.entries(cases)) {
       const r = feed(tunnelInspector(named), [hello(opts)]);
       assert.equal(r.forward.length, 0, what);
-      assert.equal(typeof r.denied, 'string', what);
+      assert.equal(r.denied?.reason, reason, what);
     }
     // Control: the same hello with the right single name is released.
     assert.equal(feed(tunnelInspector(named), [hello({ names: ['tls.example.test'] })]).denied, null);
@@ -829,8 +831,8 @@ describe('TLS in a CONNECT tunnel: the ClientHello must ask for the allowed host
 
   test('an IP literal target: a hello without a name passes, any name is denied', () => {
     assert.equal(feed(tunnelInspector(literal), [hello()]).denied, null);
-    assert.match(feed(tunnelInspector(literal), [hello({ names: ['evil.example.test'] })]).denied, /names evil\.example\.test/);
-    assert.match(feed(tunnelInspector(literal), [hello({ names: ['127.0.0.1'] })]).denied, /names 127\.0\.0\.1/);
+    assert.match(feed(tunnelInspector(literal), [hello({ names: ['evil.example.test'] })]).denied.detail, /names evil\.example\.test/);
+    assert.match(feed(tunnelInspector(literal), [hello({ names: ['127.0.0.1'] })]).denied.detail, /names 127\.0\.0\.1/);
   });
 
   test('malformed hellos are denied: truncated, duplicate extension, trailing bytes, wrong message, oversized record', () => {
@@ -848,12 +850,14 @@ describe('TLS in a CONNECT tunnel: the ClientHello must ask for the allowed host
     for (const [what, msg] of Object.entries(cases)) {
       const r = feed(tunnelInspector(named), [records(msg)]);
       assert.equal(r.forward.length, 0, what);
-      assert.match(r.denied ?? '', /./, what);
+      assert.equal(r.denied?.reason, 'tls-malformed', what);
     }
     const oversized = Buffer.from([0x16, 3, 1, 0xff, 0xff]);
-    assert.match(feed(tunnelInspector(named), [oversized]).denied, /malformed/);
+    assert.equal(feed(tunnelInspector(named), [oversized]).denied.reason, 'tls-malformed');
     const notHandshake = Buffer.concat([records(good.subarray(0, 10)), records(Buffer.from([1]), { type: 0x14 })]);
-    assert.match(feed(tunnelInspector(named), [notHandshake]).denied, /before the ClientHello was complete/);
+    assert.match(feed(tunnelInspector(named), [notHandshake]).denied.detail, /before the ClientHello was complete/);
+    // A hello in 1-byte records: refused after 64 records, not reassembled at quadratic cost.
+    assert.match(feed(tunnelInspector(named), [records(good, { size: 1 })]).denied.detail, /too large/);
   });
 
   test('a hello split over records is released only once complete, all records in order', () => {
@@ -874,7 +878,7 @@ describe('TLS in a CONNECT tunnel: the ClientHello must ask for the allowed host
       const r = inspect.client(second);
       if (denied) {
         assert.equal(r.forward.length, 0, 'nothing more goes out');
-        assert.match(r.denied, /names evil\.example\.test/);
+        assert.match(r.denied.detail, /names evil\.example\.test/);
       } else {
         assert.deepEqual(r, { forward: second, denied: null });
         const after = Buffer.from('encrypted');
@@ -893,6 +897,72 @@ describe('TLS in a CONNECT tunnel: the ClientHello must ask for the allowed host
     const released = inspect.server(records(serverHello({ tls13: true })));
     assert.deepEqual(released, { forward: early.subarray(changeCipherSpec().length), denied: null });
     assert.equal(inspect.settled(), true);
+  });
+
+  test('a stream that starts like any TLS record must start with the hello: an alert first is refused', () => {
+    // Some TLS stacks skip warning alerts before the hello: the hello after one is never relayed.
+    const alert = records(Buffer.from([1, 90]), { type: 0x15 });
+    for (const name of ['evil.example.test', 'tls.example.test']) {
+      const r = feed(tunnelInspector(named), [Buffer.concat([alert, hello({ names: [name] })])]);
+      assert.deepEqual([r.forward.length, r.denied?.reason], [0, 'tls-malformed'], name);
+    }
+    // Split before the header is known: decided once 3 bytes are there.
+    const r = feed(tunnelInspector(named), [alert.subarray(0, 1), alert.subarray(1, 2), Buffer.concat([alert.subarray(2), hello({ names: ['evil.example.test'] })])]);
+    assert.equal(r.denied?.reason, 'tls-malformed');
+    // A binary protocol whose first byte happens to be 0x16 (not followed by 3) is bytes.
+    const other = Buffer.from([0x16, 0x01, 0, 0, 9, 9]);
+    assert.deepEqual(feed(tunnelInspector(named), [other]), { forward: other, denied: null });
+  });
+
+  test('an SSL 2.0-format hello (it cannot carry a name) is refused', () => {
+    const v2 = Buffer.from([0x80, 0x2e, 0x01, 0x03, 0x01, 0, 0x15, 0, 0, 0, 0x10, ...Buffer.alloc(0x15 + 0x10)]);
+    assert.equal(feed(tunnelInspector(named), [v2]).denied?.reason, 'tls-name-mismatch');
+  });
+
+  test('fail closed: bytes held for the server are bounded; a server answer that is not a hello releases no handshake', () => {
+    const ch = hello({ names: ['tls.example.test'] });
+    const flood = tunnelInspector(named);
+    flood.client(ch);
+    let denied = null;
+    for (let i = 0; i < 8 && !denied; i++) denied = flood.client(records(Buffer.alloc(16000, 1))).denied;
+    assert.equal(denied?.reason, 'tls-malformed', 'more than 64 KiB held before the server answered');
+    // The server answers with an alert while a handshake record is held: refused, not released.
+    const alerted = tunnelInspector(named);
+    alerted.client(ch);
+    alerted.client(hello({ names: ['evil.example.test'] }));
+    const r = alerted.server(records(Buffer.from([2, 40]), { type: 0x15 }));
+    assert.deepEqual([r.forward.length, r.denied?.reason], [0, 'tls-malformed']);
+    // The server spoke before the hello was complete (not a TLS server's answer): no handshake
+    // record after the hello passes.
+    const early = tunnelInspector(named);
+    early.client(ch.subarray(0, 10));
+    early.server(Buffer.from('220 hello\r\n'));
+    assert.deepEqual(early.client(ch.subarray(10)), { forward: ch, denied: null });
+    assert.equal(early.client(hello({ names: ['evil.example.test'] })).denied?.reason, 'tls-malformed');
+    // Control: a plain server hello releases the held handshake record.
+    const plain = tunnelInspector(named);
+    plain.client(ch);
+    const more = records(Buffer.from('client key exchange'));
+    assert.equal(plain.client(more).forward.length, 0);
+    assert.deepEqual(plain.server(records(serverHello({ tls13: false }))), { forward: more, denied: null });
+  });
+
+  test('a partial record waiting for the server is not settled until the server releases it', () => {
+    const inspect = tunnelInspector(named);
+    inspect.client(hello({ names: ['tls.example.test'] }));
+    const partial = Buffer.from([0x17, 3, 3]);
+    assert.equal(inspect.client(partial).forward.length, 0);
+    assert.equal(inspect.settled(), false);
+    assert.deepEqual(inspect.server(records(serverHello())), { forward: partial, denied: null });
+    assert.equal(inspect.settled(), true);
+  });
+
+  test('after a HelloRetryRequest, one ChangeCipherSpec may precede the second hello; a second is refused', () => {
+    const inspect = tunnelInspector(named);
+    inspect.client(hello({ names: ['tls.example.test'] }));
+    inspect.server(records(serverHello({ retry: true })));
+    assert.equal(inspect.client(changeCipherSpec()).forward.length, changeCipherSpec().length);
+    assert.equal(inspect.client(changeCipherSpec()).denied?.reason, 'tls-malformed');
   });
 
   test('a stream not starting with a handshake record is another protocol: bytes from the start', () => {
@@ -1027,6 +1097,36 @@ describe('TLS through the proxy, with node:tls on both ends', { skip: opensslSki
     } finally {
       await p.proxy.close();
       await up.close();
+    }
+  });
+
+  test('after the client half-closes, a slow reader still gets every byte of a large answer', async () => {
+    const size = 8 * 1024 * 1024;
+    const server = net.createServer({ allowHalfOpen: true }, (s) => {
+      s.resume();
+      s.on('end', () => s.end(Buffer.alloc(size, 7)));
+      s.on('error', () => {});
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = server.address().port;
+    const p = await proxyFor([`127.0.0.1:${port}`]);
+    try {
+      for (let run = 0; run < 3; run++) {
+        const t = await tunnel(p.proxy.socketPath, `127.0.0.1:${port}`);
+        t.sock.end('request');
+        let got = 0;
+        t.sock.on('data', (d) => {
+          got += d.length;
+          t.sock.pause();
+          setTimeout(() => t.sock.resume(), 1);
+        });
+        await once(t.sock, 'close');
+        assert.equal(got, size, `run ${run}`);
+      }
+    } finally {
+      await p.proxy.close();
+      await new Promise((r) => server.close(r));
     }
   });
 

@@ -148,10 +148,16 @@ export type EgressDenialReason =
   /**
    * A ClientHello sent in the clear through an allowed CONNECT tunnel (the first, or the second
    * one a HelloRetryRequest asks for) named another host, named none for a name entry, named
-   * one for an IP literal entry, hid its name (encrypted client hello) or could not be parsed.
-   * The tunnel is closed; the upstream never got that hello.
+   * one for an IP literal entry, or hid its name (an encrypted client hello, GREASE included:
+   * a client must not offer ECH). The tunnel is closed; the upstream never got that hello.
    */
-  | 'tls-name-mismatch';
+  | 'tls-name-mismatch'
+  /**
+   * A tunnel that starts like TLS did not start with one well-formed ClientHello (an alert
+   * first, a malformed or oversized hello), held more than 64 KiB before the server answered, or
+   * sent a handshake record after a server answer that was not a ServerHello. Closed likewise.
+   */
+  | 'tls-malformed';
 
 /** One request the egress proxy refused (frozen). */
 export interface EgressDenial {

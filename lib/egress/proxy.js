@@ -239,6 +239,13 @@ export function startProxy(options) {
     let clientEnded = false;
     let denied = false;
     let halfClosed = false;
+    // Both directions finished (read to the end, every write flushed): only then destroyed, so
+    // that a slow reader still gets every byte after a half-close.
+    const done = () => {
+      for (const s of [client, upstream]) if (!s.readableEnded || !s.writableFinished) return;
+      client.destroy();
+      upstream.destroy();
+    };
     // The client's end reaches the upstream after every byte released before it.
     const halfClose = () => {
       if (halfClosed || !clientEnded || denied || !inspect.settled()) return;
@@ -249,7 +256,7 @@ export function startProxy(options) {
       if (denied) return;
       if (why) {
         denied = true;
-        report(target.host, target.port, 'tls-name-mismatch');
+        report(target.host, target.port, why.reason);
         client.destroy();
         upstream.destroy();
         return;
@@ -269,12 +276,8 @@ export function startProxy(options) {
       halfClose();
     });
     client.on('data', (chunk) => pass(inspect.client(chunk)));
-    const done = () => {
-      if (client.readableEnded && upstream.readableEnded) {
-        client.destroy();
-        upstream.destroy();
-      }
-    };
+    client.on('finish', done);
+    upstream.on('finish', done);
     client.on('end', () => {
       clientEnded = true;
       halfClose();
@@ -284,8 +287,14 @@ export function startProxy(options) {
       client.end();
       done();
     });
-    client.once('close', () => upstream.destroy());
-    upstream.once('close', () => client.destroy());
+    // A side that closed before its end (reset, error) takes the other down; one that ended
+    // normally lets the other flush what it still has to write.
+    client.once('close', () => {
+      if (!client.readableEnded || !inspect.settled()) return upstream.destroy();
+      clientEnded = true;
+      halfClose();
+    });
+    upstream.once('close', () => (upstream.readableEnded ? client.end() : client.destroy()));
     if (rest.length) pass(inspect.client(rest));
     client.resume();
   }

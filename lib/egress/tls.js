@@ -5,12 +5,19 @@
 // What is checked: every ClientHello sent in the clear. That is the first one and, in TLS 1.3,
 // the second one a HelloRetryRequest asks for (RFC 8446 4.1.2; the server's reply is read to know
 // whether one was asked for). A ClientHello must name the host exactly (no name for an IP
-// literal target, which SNI cannot carry) and must not hide its name (encrypted_client_hello or
-// the older encrypted_server_name). A stream whose first byte is not a TLS handshake record is
-// some other protocol, relayed as bytes from the start.
+// literal target, which SNI cannot carry) and must not hide its name (encrypted client hello,
+// its drafts, or the older encrypted_server_name). Whether the stream is TLS is decided from the
+// first record header, not the first byte: a stream that starts like any TLS record (an alert,
+// say, which some servers skip before the hello) must start with the ClientHello. A stream that
+// does not start like a TLS record is some other protocol, relayed as bytes from the start.
 //
-// Not checked, by construction: anything encrypted. The HTTP Host inside TLS can still name
-// another site; most CDNs refuse a Host that differs from the SNI.
+// Fail closed: a server reply that is not a readable ServerHello (an alert, other bytes, bytes
+// before the client's hello was complete) ends the inspection with any further client handshake
+// record refused. Held bytes are bounded.
+//
+// Not checked, by construction: anything encrypted, and protocols that start in the clear and
+// turn to TLS later (STARTTLS). The HTTP Host inside TLS can still name another site; most CDNs
+// refuse a Host that differs from the SNI.
 
 const CHANGE_CIPHER_SPEC = 0x14;
 const HANDSHAKE = 0x16;
@@ -18,8 +25,8 @@ const CLIENT_HELLO = 1;
 const SERVER_HELLO = 2;
 const EXT_SERVER_NAME = 0x0000;
 const EXT_SUPPORTED_VERSIONS = 0x002b;
-const EXT_ECH = 0xfe0d;
-const EXT_ESNI = 0xffce;
+// encrypted_client_hello (0xfe0d) and the draft code points before it, and the older ESNI.
+const HIDING = new Set([0xfe08, 0xfe09, 0xfe0a, 0xfe0b, 0xfe0c, 0xfe0d, 0xffce]);
 const TLS13 = 0x0304;
 // RFC 8446 4.1.3: a ServerHello with this random is a HelloRetryRequest.
 const HRR_RANDOM = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
@@ -27,6 +34,18 @@ const HRR_RANDOM = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e
 // a few KiB in practice. Bigger is refused rather than buffered.
 const MAX_RECORD = 16384 + 2048;
 const MAX_HANDSHAKE = 64 * 1024;
+const MAX_HELLO_RECORDS = 64;
+const MAX_HELD = 64 * 1024;
+
+/** Whether `b` (at least 3 bytes) starts like a TLS record: content type 20-24, version 3.0-3.4. */
+function tlsRecordStart(b) {
+  return b[0] >= 0x14 && b[0] <= 0x18 && b[1] === 3 && b[2] <= 4;
+}
+
+/** An SSL 2.0-format ClientHello (2-byte length with the top bit set, type 1, version 3.x). */
+function sslv2Hello(b) {
+  return (b[0] & 0x80) !== 0 && b[2] === 1 && b[3] === 3;
+}
 
 /** A bounds-checked reader over one buffer: every read past the end throws. */
 class Cursor {
@@ -81,7 +100,7 @@ export function parseClientHello(body) {
   if (suites.length < 2 || suites.length % 2) throw new RangeError('cipher suites');
   if (c.vector(1).buf.length < 1) throw new RangeError('compression methods');
   const ext = extensions(c);
-  const hidden = ext.has(EXT_ECH) || ext.has(EXT_ESNI);
+  const hidden = [...ext.keys()].some((t) => HIDING.has(t));
   const sni = ext.get(EXT_SERVER_NAME);
   if (sni === undefined) return { name: null, hidden };
   const s = new Cursor(sni);
@@ -108,176 +127,227 @@ export function parseServerHello(body) {
 }
 
 /**
- * Splits a byte stream into TLS records and their handshake records into messages. push(chunk)
- * returns the complete records [{ type, raw }]; messages() yields the handshake messages
- * completed by the records given to handshake(). Throws on malformed framing.
+ * Splits a byte stream into TLS records, and handshake records into messages. Throws on
+ * malformed framing and on messages over MAX_HANDSHAKE or MAX_HELLO_RECORDS records.
  */
 class RecordStream {
   #buf = Buffer.alloc(0);
-  #hs = Buffer.alloc(0);
-  push(chunk) {
+  #parts = []; // handshake bytes not yet a complete message, joined once it is
+  #partBytes = 0;
+  /**
+   * Appends a chunk and yields its complete records { type, raw }, one at a time: a consumer
+   * that stops (a denial) leaves the rest unparsed, so a flood of tiny records costs nothing
+   * past the point of refusal. What is not yet yielded stays pending.
+   */
+  *records(chunk) {
     this.#buf = this.#buf.length ? Buffer.concat([this.#buf, chunk]) : chunk;
-    const out = [];
     while (this.#buf.length >= 5) {
       const length = this.#buf.readUInt16BE(3);
-      if (this.#buf[1] !== 3 || length > MAX_RECORD) throw new RangeError('not a TLS record');
+      if (!tlsRecordStart(this.#buf) || length > MAX_RECORD) throw new RangeError('not a TLS record');
       if (this.#buf.length < 5 + length) break;
-      out.push({ type: this.#buf[0], raw: this.#buf.subarray(0, 5 + length) });
+      const raw = this.#buf.subarray(0, 5 + length);
       this.#buf = this.#buf.subarray(5 + length);
+      yield { type: raw[0], raw };
     }
+  }
+  /** Puts bytes back in front of what is pending (held records, parsed again in order). */
+  unshift(buf) {
+    this.#buf = Buffer.concat([buf, this.#buf]);
+  }
+  /** Takes the bytes received that are not yet a complete record. */
+  takePending() {
+    const out = this.#buf;
+    this.#buf = Buffer.alloc(0);
     return out;
   }
-  /** Bytes received that are not yet a complete record. */
   pending() {
-    return this.#buf;
+    return this.#buf.length;
   }
+  /** Adds a handshake record; returns the next complete message { type, body } or null. */
   handshake(record) {
     if (record.raw.length === 5) throw new RangeError('empty handshake record');
-    this.#hs = Buffer.concat([this.#hs, record.raw.subarray(5)]);
-    if (this.#hs.length > MAX_HANDSHAKE) throw new RangeError('handshake too large');
-  }
-  /** The next complete handshake message { type, body }, or null. */
-  message() {
-    if (this.#hs.length < 4) return null;
-    const length = this.#hs.readUIntBE(1, 3);
+    this.#parts.push(record.raw.subarray(5));
+    this.#partBytes += record.raw.length - 5;
+    if (this.#partBytes > MAX_HANDSHAKE + 4 || this.#parts.length > MAX_HELLO_RECORDS) throw new RangeError('handshake too large');
+    if (this.#partBytes < 4) return null;
+    const head = this.#parts.length === 1 ? this.#parts[0] : Buffer.concat(this.#parts);
+    const length = head.readUIntBE(1, 3);
     if (length > MAX_HANDSHAKE) throw new RangeError('handshake too large');
-    if (this.#hs.length < 4 + length) return null;
-    const msg = { type: this.#hs[0], body: this.#hs.subarray(4, 4 + length) };
-    this.#hs = this.#hs.subarray(4 + length);
-    return msg;
+    if (this.#partBytes < 4 + length) return null;
+    // One message per hello: bytes of a next message in the same records are refused by the
+    // caller (midMessage), so everything here is this message.
+    const all = Buffer.concat(this.#parts);
+    this.#parts = all.length > 4 + length ? [all.subarray(4 + length)] : [];
+    this.#partBytes = all.length - 4 - length;
+    return { type: all[0], body: all.subarray(4, 4 + length) };
   }
-  /** Whether a handshake message was begun and not finished. */
+  /** Whether handshake bytes of a further message are waiting. */
   midMessage() {
-    return this.#hs.length > 0;
+    return this.#partBytes > 0;
   }
 }
 
 /**
  * The inspection of one tunnel to `target` ({ host, literal }). client(chunk) returns
- * { forward: Buffer, denied: string | null } (bytes the upstream may now get, in order, and a
- * reason once a ClientHello fails); server(chunk) reads the upstream's bytes (the client gets
- * them unchanged) and returns the client bytes it releases, in the same form; settled() says
- * that nothing is held back.
+ * { forward: Buffer, denied } (bytes the upstream may now get, in order, and once a check
+ * fails { reason: 'tls-name-mismatch' | 'tls-malformed', detail }); server(chunk) reads the
+ * upstream's bytes (the client gets them unchanged) and returns the client bytes it releases, in
+ * the same form; settled() says that nothing held back could still be released.
  */
 export function tunnelInspector(target) {
   const wanted = target.literal ? null : target.host;
-  let state = 'start'; // start -> hello -> await-server -> (retry ->) bytes | denied
+  // start -> hello -> await-server -> (retry ->) bytes; await-server -> strict (the server did
+  // not answer with a hello: client records pass, a handshake record is refused); denied.
+  let state = 'start';
   const client = new RecordStream();
   const server = new RecordStream();
   let serverDone = false;
-  let retry = false;
-  let held = []; // client records after the first hello, until the server's hello is read
+  let serverAnswer = 'none'; // 'hello' | 'retry' | 'other'
+  let held = []; // records (raw buffers) held back, in order
+  let heldBytes = 0;
+  let retryCcs = false;
   const none = Buffer.alloc(0);
+  const ok = (forward) => ({ forward, denied: null });
 
-  const verdict = (hello) => {
+  const nameCheck = (hello) => {
     const { name, hidden } = parseClientHello(hello.body);
     if (hidden) return 'the ClientHello hides the name it asks for (encrypted client hello)';
     const asked = name === null ? null : name.toLowerCase().replace(/\.$/, '');
     if (asked === wanted) return null;
     return asked === null ? 'the ClientHello names no host' : `the ClientHello names ${asked.slice(0, 255)}`;
   };
-  const deny = (why) => {
+  const deny = (reason, detail) => {
     state = 'denied';
     held = [];
-    return { forward: none, denied: why };
+    heldBytes = 0;
+    return { forward: none, denied: { reason, detail } };
+  };
+  const hold = (raw) => {
+    held.push(raw);
+    heldBytes += raw.length;
+    return heldBytes <= MAX_HELD;
+  };
+  /** The state after a hello was released: decided by the server's answer, once known. */
+  const afterHello = (first) => {
+    if (!first) return 'bytes';
+    if (!serverDone) return 'await-server';
+    return serverAnswer === 'retry' ? 'retry' : serverAnswer === 'hello' ? 'bytes' : 'strict';
   };
 
-  /** Runs the client's complete records through the state machine. */
+  /** Runs complete client records through the state machine. */
   function advance(records) {
     const out = [];
-    for (let i = 0; i < records.length; i++) {
-      const r = records[i];
+    for (const r of records) {
       if (state === 'bytes') {
+        out.push(r.raw);
+        break; // the rest, parsed or not, is bytes: taken below
+      } else if (state === 'strict') {
+        if (r.type === HANDSHAKE) return deny('tls-malformed', 'a handshake record after the server answered without a hello');
         out.push(r.raw);
       } else if (state === 'hello' || state === 'retry') {
         if (r.type !== HANDSHAKE) {
-          // TLS 1.3's compatibility mode may send a ChangeCipherSpec before the second hello.
-          if (state === 'retry' && r.type === CHANGE_CIPHER_SPEC && held.length === 0) {
+          // TLS 1.3's compatibility mode sends one ChangeCipherSpec (a single byte 1) before
+          // the second hello.
+          const ccs = r.type === CHANGE_CIPHER_SPEC && r.raw.length === 6 && r.raw[5] === 1;
+          if (state === 'retry' && ccs && !retryCcs && held.length === 0) {
+            retryCcs = true;
             out.push(r.raw);
             continue;
           }
-          return deny('a record before the ClientHello was complete');
+          return deny('tls-malformed', 'a record before the ClientHello was complete');
         }
-        client.handshake(r);
-        const msg = client.message();
+        const msg = client.handshake(r);
         if (!msg) {
-          held.push(r.raw); // a hello split over records: released whole or never
+          // A hello split over records: released whole or never.
+          if (!hold(r.raw)) return deny('tls-malformed', 'the ClientHello is too large');
           continue;
         }
-        if (msg.type !== CLIENT_HELLO || client.midMessage()) return deny('the first handshake message is not one ClientHello');
-        const why = verdict(msg);
-        if (why) return deny(why);
+        if (msg.type !== CLIENT_HELLO || client.midMessage()) return deny('tls-malformed', 'the handshake is not one ClientHello');
+        const why = nameCheck(msg);
+        if (why) return deny('tls-name-mismatch', why);
         out.push(...held, r.raw);
         held = [];
-        state = state === 'hello' ? 'await-server' : 'bytes';
-        if (state === 'await-server' && serverDone) state = retry ? 'retry' : 'bytes';
+        heldBytes = 0;
+        state = afterHello(state === 'hello');
       } else if (state === 'await-server') {
-        // Until the server's hello says whether it asked for a second ClientHello, a handshake
+        // Until the server's answer says whether it asked for a second ClientHello, a handshake
         // record could be one: hold it and what follows, in order.
-        if (r.type === HANDSHAKE || held.length) held.push(r);
-        else out.push(r.raw);
+        if (r.type === HANDSHAKE || held.length) {
+          if (!hold(r.raw)) return deny('tls-malformed', 'too many bytes before the server answered');
+        } else {
+          out.push(r.raw);
+        }
       }
     }
-    return { forward: Buffer.concat(out), denied: null };
+    if (state === 'bytes') out.push(client.takePending());
+    return ok(Buffer.concat(out));
   }
 
+  const malformed = (err) => deny('tls-malformed', `the ClientHello is malformed (${err.message})`);
+
   function onClient(chunk) {
-    if (state === 'denied') return { forward: none, denied: null };
-    if (state === 'bytes') return { forward: chunk, denied: null };
+    if (state === 'denied') return ok(none);
+    if (state === 'bytes') return ok(chunk);
     if (state === 'start') {
-      if (chunk.length === 0) return { forward: none, denied: null };
-      if (chunk[0] !== HANDSHAKE) {
+      // Decide from the first record header (3 bytes), or the SSL 2.0 hello's first 4.
+      const head = Buffer.concat([client.takePending(), chunk]);
+      if (head.length < 4) {
+        client.records(head).next(); // fewer than 5 bytes: kept pending, no record yet
+        return ok(none);
+      }
+      if (sslv2Hello(head)) return deny('tls-name-mismatch', 'an SSL 2.0 ClientHello cannot name a host');
+      if (!tlsRecordStart(head)) {
         state = 'bytes';
-        return { forward: chunk, denied: null };
+        return ok(head);
       }
       state = 'hello';
+      chunk = head;
     }
     try {
-      const result = advance(client.push(chunk));
-      if (state === 'bytes' && !result.denied) {
-        return { forward: Buffer.concat([result.forward, client.pending()]), denied: null };
-      }
-      return result;
+      return advance(client.records(chunk));
     } catch (err) {
-      return deny(`the ClientHello is malformed (${err.message})`);
+      return malformed(err);
     }
   }
 
   function onServer(chunk) {
-    if (serverDone || state === 'denied') return { forward: none, denied: null };
+    if (serverDone || state === 'denied' || state === 'bytes') return ok(none);
+    if (state === 'start' || state === 'hello') {
+      // The server spoke before the client's hello was complete: not a TLS server's answer.
+      serverDone = true;
+      serverAnswer = 'other';
+      return ok(none);
+    }
     try {
-      for (const r of server.push(chunk)) {
+      for (const r of server.records(chunk)) {
         if (r.type !== HANDSHAKE) {
-          serverDone = true; // an alert or other: no hello follows, no second ClientHello either
+          serverDone = true; // an alert or other: no hello
           break;
         }
-        server.handshake(r);
-        const msg = server.message();
+        const msg = server.handshake(r);
         if (!msg) continue;
         serverDone = true;
-        retry = msg.type === SERVER_HELLO && parseServerHello(msg.body).retry;
+        if (msg.type === SERVER_HELLO) serverAnswer = parseServerHello(msg.body).retry ? 'retry' : 'hello';
         break;
       }
     } catch {
-      serverDone = true; // not TLS from the server: the client's handshake cannot proceed
+      serverDone = true; // not a readable TLS answer
     }
-    if (!serverDone || state !== 'await-server') return { forward: none, denied: null };
-    state = retry ? 'retry' : 'bytes';
-    const queued = held;
+    if (serverDone && serverAnswer === 'none') serverAnswer = 'other';
+    if (!serverDone || state !== 'await-server') return ok(none);
+    state = afterHello(true);
+    client.unshift(Buffer.concat(held));
     held = [];
+    heldBytes = 0;
     try {
-      const result = advance(queued);
-      if (state === 'bytes' && !result.denied) {
-        return { forward: Buffer.concat([result.forward, client.pending()]), denied: null };
-      }
-      return result;
+      return advance(client.records(none));
     } catch (err) {
-      return deny(`the ClientHello is malformed (${err.message})`);
+      return malformed(err);
     }
   }
 
-  /** No client bytes are held back (a half-close may follow what was forwarded). */
-  const settled = () => held.length === 0;
+  /** Nothing is held back that a later server answer could still release. */
+  const settled = () => held.length === 0 && !(state === 'await-server' && client.pending() > 0);
 
   return { client: onClient, server: onServer, settled };
 }
