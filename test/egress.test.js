@@ -909,9 +909,35 @@ describe('TLS in a CONNECT tunnel: the ClientHello must ask for the allowed host
     // Split before the header is known: decided once 3 bytes are there.
     const r = feed(tunnelInspector(named), [alert.subarray(0, 1), alert.subarray(1, 2), Buffer.concat([alert.subarray(2), hello({ names: ['evil.example.test'] })])]);
     assert.equal(r.denied?.reason, 'tls-malformed');
-    // A binary protocol whose first byte happens to be 0x16 (not followed by 3) is bytes.
-    const other = Buffer.from([0x16, 0x01, 0, 0, 9, 9]);
+    // Servers accept odd record versions on the first record: any record type followed by a
+    // major version byte below 0x10 is read as TLS, and refused unless it is 3.0-3.4.
+    const odd = hello({ names: ['evil.example.test'] });
+    odd[2] = 5;
+    assert.equal(feed(tunnelInspector(named), [odd]).denied?.reason, 'tls-malformed');
+    assert.equal(feed(tunnelInspector(named), [Buffer.from([0x16, 0x01, 0, 0, 9, 9])]).denied?.reason, 'tls-malformed');
+    // Control: a first byte 0x16 followed by a byte no TLS version has is another protocol.
+    const other = Buffer.from([0x16, 0x20, 0, 0, 9, 9]);
     assert.deepEqual(feed(tunnelInspector(named), [other]), { forward: other, denied: null });
+  });
+
+  test('short first messages of other protocols are not held back', () => {
+    // A SOCKS5 greeting (3 bytes): its first byte says it is not TLS.
+    const socks = Buffer.from([5, 1, 0]);
+    assert.deepEqual(tunnelInspector(named).client(socks), { forward: socks, denied: null });
+    // Two bytes with the top bit set could begin an SSL 2.0 hello: held, and released at the
+    // client's end (they cannot be a hello).
+    const inspect = tunnelInspector(named);
+    assert.deepEqual(inspect.client(Buffer.from([0x80, 0x10])), { forward: Buffer.alloc(0), denied: null });
+    assert.equal(inspect.settled(), false);
+    assert.deepEqual(inspect.clientEnd(), { forward: Buffer.from([0x80, 0x10]), denied: null });
+    assert.equal(inspect.settled(), true);
+  });
+
+  test('a retry request is known by its random alone (a draft TLS 1.3 version too)', () => {
+    const inspect = tunnelInspector(named);
+    inspect.client(hello({ names: ['tls.example.test'] }));
+    inspect.server(records(serverHello({ tls13: false, retry: true })));
+    assert.match(inspect.client(hello({ names: ['evil.example.test'] })).denied?.detail ?? '', /names evil/);
   });
 
   test('an SSL 2.0-format hello (it cannot carry a name) is refused', () => {

@@ -280,6 +280,7 @@ export function startProxy(options) {
     upstream.on('finish', done);
     client.on('end', () => {
       clientEnded = true;
+      pass(inspect.clientEnd());
       halfClose();
       done();
     });

@@ -37,14 +37,22 @@ const MAX_HANDSHAKE = 64 * 1024;
 const MAX_HELLO_RECORDS = 64;
 const MAX_HELD = 64 * 1024;
 
-/** Whether `b` (at least 3 bytes) starts like a TLS record: content type 20-24, version 3.0-3.4. */
+/** Whether `b` (at least 3 bytes) is a record header we read: content type 20-24, version 3.0-3.4. */
 function tlsRecordStart(b) {
   return b[0] >= 0x14 && b[0] <= 0x18 && b[1] === 3 && b[2] <= 4;
 }
 
-/** An SSL 2.0-format ClientHello (2-byte length with the top bit set, type 1, version 3.x). */
-function sslv2Hello(b) {
-  return (b[0] & 0x80) !== 0 && b[2] === 1 && b[3] === 3;
+/**
+ * How a stream's first bytes classify it: 'tls' (a record content type, then a major version
+ * byte below 0x10, which servers accept with any minor: read as TLS, and refused unless it is
+ * 3.0-3.4), 'sslv2' (a 2-byte length with the top bit set, then the ClientHello type 1), 'other',
+ * or null while too few bytes are there to say.
+ */
+function classify(b) {
+  if (b.length === 0) return null;
+  if (b[0] >= 0x14 && b[0] <= 0x18) return b.length < 2 ? null : b[1] < 0x10 ? 'tls' : 'other';
+  if ((b[0] & 0x80) === 0) return 'other';
+  return b.length < 3 ? null : b[2] === 1 ? 'sslv2' : 'other';
 }
 
 /** A bounds-checked reader over one buffer: every read past the end throws. */
@@ -123,7 +131,8 @@ export function parseServerHello(body) {
   c.take(2 + 1); // cipher suite, compression method
   const versions = extensions(c).get(EXT_SUPPORTED_VERSIONS);
   const tls13 = versions !== undefined && versions.length === 2 && versions.readUInt16BE(0) === TLS13;
-  return { tls13, retry: tls13 && random.equals(HRR_RANDOM) };
+  // The random alone marks a retry request, whatever version it names (drafts of 1.3 too).
+  return { tls13, retry: random.equals(HRR_RANDOM) };
 }
 
 /**
@@ -131,37 +140,56 @@ export function parseServerHello(body) {
  * malformed framing and on messages over MAX_HANDSHAKE or MAX_HELLO_RECORDS records.
  */
 class RecordStream {
-  #buf = Buffer.alloc(0);
+  #pend = []; // bytes not yet a complete record, as received: joined once a record is complete
+  #len = 0;
+  #need = 5; // bytes needed for the next step: a header, then the whole record
   #parts = []; // handshake bytes not yet a complete message, joined once it is
   #partBytes = 0;
+  #join() {
+    if (this.#pend.length > 1) this.#pend = [Buffer.concat(this.#pend)];
+    return this.#pend[0] ?? Buffer.alloc(0);
+  }
   /**
    * Appends a chunk and yields its complete records { type, raw }, one at a time: a consumer
    * that stops (a denial) leaves the rest unparsed, so a flood of tiny records costs nothing
    * past the point of refusal. What is not yet yielded stays pending.
    */
   *records(chunk) {
-    this.#buf = this.#buf.length ? Buffer.concat([this.#buf, chunk]) : chunk;
-    while (this.#buf.length >= 5) {
-      const length = this.#buf.readUInt16BE(3);
-      if (!tlsRecordStart(this.#buf) || length > MAX_RECORD) throw new RangeError('not a TLS record');
-      if (this.#buf.length < 5 + length) break;
-      const raw = this.#buf.subarray(0, 5 + length);
-      this.#buf = this.#buf.subarray(5 + length);
+    if (chunk.length) {
+      this.#pend.push(chunk);
+      this.#len += chunk.length;
+    }
+    while (this.#len >= this.#need) {
+      const buf = this.#join();
+      const length = buf.readUInt16BE(3);
+      if (!tlsRecordStart(buf) || length > MAX_RECORD) throw new RangeError('not a TLS record');
+      this.#need = 5 + length;
+      if (buf.length < this.#need) break;
+      const raw = buf.subarray(0, this.#need);
+      const rest = buf.subarray(this.#need);
+      this.#pend = rest.length ? [rest] : [];
+      this.#len = rest.length;
+      this.#need = 5;
       yield { type: raw[0], raw };
     }
   }
   /** Puts bytes back in front of what is pending (held records, parsed again in order). */
   unshift(buf) {
-    this.#buf = Buffer.concat([buf, this.#buf]);
+    if (!buf.length) return;
+    this.#pend.unshift(buf);
+    this.#len += buf.length;
+    this.#need = 5;
   }
   /** Takes the bytes received that are not yet a complete record. */
   takePending() {
-    const out = this.#buf;
-    this.#buf = Buffer.alloc(0);
+    const out = this.#join();
+    this.#pend = [];
+    this.#len = 0;
+    this.#need = 5;
     return out;
   }
   pending() {
-    return this.#buf.length;
+    return this.#len;
   }
   /** Adds a handshake record; returns the next complete message { type, body } or null. */
   handshake(record) {
@@ -289,14 +317,15 @@ export function tunnelInspector(target) {
     if (state === 'denied') return ok(none);
     if (state === 'bytes') return ok(chunk);
     if (state === 'start') {
-      // Decide from the first record header (3 bytes), or the SSL 2.0 hello's first 4.
+      // Decided from the first 1-3 bytes; fewer are kept pending (released at the client's end).
       const head = Buffer.concat([client.takePending(), chunk]);
-      if (head.length < 4) {
-        client.records(head).next(); // fewer than 5 bytes: kept pending, no record yet
+      const kind = classify(head);
+      if (kind === null) {
+        client.unshift(head);
         return ok(none);
       }
-      if (sslv2Hello(head)) return deny('tls-name-mismatch', 'an SSL 2.0 ClientHello cannot name a host');
-      if (!tlsRecordStart(head)) {
+      if (kind === 'sslv2') return deny('tls-name-mismatch', 'an SSL 2.0 ClientHello cannot name a host');
+      if (kind === 'other') {
         state = 'bytes';
         return ok(head);
       }
@@ -346,8 +375,21 @@ export function tunnelInspector(target) {
     }
   }
 
-  /** Nothing is held back that a later server answer could still release. */
-  const settled = () => held.length === 0 && !(state === 'await-server' && client.pending() > 0);
+  /**
+   * The client's end: bytes too few to classify the stream are released (they cannot be a
+   * hello). Returns the same form as client().
+   */
+  function onClientEnd() {
+    if (state !== 'start') return ok(none);
+    state = 'bytes';
+    return ok(client.takePending());
+  }
 
-  return { client: onClient, server: onServer, settled };
+  /**
+   * Nothing is held back that a later server answer could still release (fragments of a hello
+   * that never completed never will).
+   */
+  const settled = () => state !== 'start' && (state !== 'await-server' || (held.length === 0 && client.pending() === 0));
+
+  return { client: onClient, clientEnd: onClientEnd, server: onServer, settled };
 }
