@@ -24,10 +24,8 @@ const HANDSHAKE = 0x16;
 const CLIENT_HELLO = 1;
 const SERVER_HELLO = 2;
 const EXT_SERVER_NAME = 0x0000;
-const EXT_SUPPORTED_VERSIONS = 0x002b;
 // encrypted_client_hello (0xfe0d) and the draft code points before it, and the older ESNI.
 const HIDING = new Set([0xfe08, 0xfe09, 0xfe0a, 0xfe0b, 0xfe0c, 0xfe0d, 0xffce]);
-const TLS13 = 0x0304;
 // RFC 8446 4.1.3: a ServerHello with this random is a HelloRetryRequest.
 const HRR_RANDOM = Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex');
 // A record is at most 2^14 bytes of plaintext (2^14 + 2048 ciphertext); a ClientHello is at most
@@ -100,7 +98,7 @@ function extensions(c) {
  * The parts of a ClientHello body that matter here: { name (string or null), hidden }. Throws
  * on anything malformed.
  */
-export function parseClientHello(body) {
+function parseClientHello(body) {
   const c = new Cursor(body);
   c.take(2 + 32); // legacy_version, random
   if (c.vector(1).buf.length > 32) throw new RangeError('session id');
@@ -122,17 +120,18 @@ export function parseClientHello(body) {
   return { name: name.toString('latin1'), hidden };
 }
 
-/** { tls13, retry } of a ServerHello body; throws on anything malformed. */
-export function parseServerHello(body) {
+/**
+ * Whether a ServerHello body is a HelloRetryRequest: its random alone says so, whatever version
+ * it names (drafts of 1.3 too). Throws on anything malformed.
+ */
+function isRetryRequest(body) {
   const c = new Cursor(body);
   c.take(2);
   const random = c.take(32);
   c.vector(1);
   c.take(2 + 1); // cipher suite, compression method
-  const versions = extensions(c).get(EXT_SUPPORTED_VERSIONS);
-  const tls13 = versions !== undefined && versions.length === 2 && versions.readUInt16BE(0) === TLS13;
-  // The random alone marks a retry request, whatever version it names (drafts of 1.3 too).
-  return { tls13, retry: random.equals(HRR_RANDOM) };
+  extensions(c); // read to the end: a malformed hello is no answer
+  return random.equals(HRR_RANDOM);
 }
 
 /**
@@ -356,7 +355,7 @@ export function tunnelInspector(target) {
         const msg = server.handshake(r);
         if (!msg) continue;
         serverDone = true;
-        if (msg.type === SERVER_HELLO) serverAnswer = parseServerHello(msg.body).retry ? 'retry' : 'hello';
+        if (msg.type === SERVER_HELLO) serverAnswer = isRetryRequest(msg.body) ? 'retry' : 'hello';
         break;
       }
     } catch {
